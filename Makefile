@@ -1,0 +1,50 @@
+# Tide's two commands, wrapping CMake:
+#   make demo   installs what is missing, builds, runs the main example
+#   make test   installs what is missing, builds, runs every C test and spec,
+#               then the C tests again under AddressSanitizer + UBSan
+# `make` alone builds build/tide, the launcher that runs Lua scripts with Tide.
+BUILD    ?= build
+JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
+BUSTED   := luajit /usr/bin/busted
+
+.PHONY: all deps build demo test test-c test-specs test-asan bench sz clean
+
+all: build
+
+deps:
+	@tools/setup-deps
+
+$(BUILD)/CMakeCache.txt:
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DTIDE_WERROR=ON >/dev/null
+
+build: deps $(BUILD)/CMakeCache.txt
+	@cmake --build $(BUILD) -j$(JOBS) | grep -v -E '^\[|^(Consolidate|Scanning|Built target)' || true
+	@test -x $(BUILD)/tide && test -f $(BUILD)/libtide.so
+
+demo: build
+	$(BUILD)/tide examples/demo.lua
+
+test: build test-c test-specs test-asan
+
+test-c:
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+
+test-specs:
+	$(BUILD)/tide /usr/bin/busted --lua=luajit -o utfTerminal spec
+
+build-asan/CMakeCache.txt:
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DTIDE_SANITIZE=address,undefined >/dev/null
+
+test-asan: deps build-asan/CMakeCache.txt
+	@cmake --build build-asan -j$(JOBS) | grep -E 'warning|error' || true
+	cd build-asan && UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j$(JOBS)
+
+bench: build
+	$(BUILD)/tide bench/ops_bench.lua
+
+sz:
+	@for d in runtime/include runtime/src/core runtime/src/ops runtime/src/engine bindings lua/tide spec; do \
+	  printf '%6d %s\n' $$(cat $$(find $$d -type f) | wc -l) $$d; done
+
+clean:
+	rm -rf $(BUILD) build-asan

@@ -1,0 +1,307 @@
+--- tide: deep learning from LuaJIT. `local tide = require "tide"`.
+-- This file assembles the module: the tensor metatype (methods, operators,
+-- indexing, printing), the creation functions, the random functions and the
+-- runtime's settings. The op functions themselves come from tide.tensor.
+local B = require "bindings.ffi"
+local T = require "tide.tensor"
+local index = require "tide.index"
+local format = require "tide.format"
+local ffi, C = B.ffi, B.C
+local fail, raise, wrap = B.fail, B.raise, B.wrap
+local methods, functions, is_tensor = T.methods, T.functions, T.is_tensor
+
+local tide = { _VERSION = ffi.string(C.tide_version()) }
+
+for name, f in pairs(functions) do tide[name] = f end
+tide.is_tensor = is_tensor
+
+-- -- the metatype ---------------------------------------------------------------------
+
+local add, sub, mul, div = functions.add, functions.sub, functions.mul, functions.div
+local mt = {
+  __index = function(t, k)
+    local m = methods[k]
+    if m ~= nil then return m end
+    if type(k) == "string" then
+      fail(string.format("tensor has no method or field '%s'", k))
+    end
+    return index.get(t, k)
+  end,
+  __newindex = function(t, k, v) index.set(t, k, v) end,
+  __add = add,
+  __sub = sub,
+  __mul = mul,
+  __div = div,
+  __mod = functions.remainder,
+  __pow = functions.pow,
+  __unm = functions.neg,
+  __len = function(t)
+    if t.ndim == 0 then fail("len: a 0-d tensor has no length") end
+    return tonumber(t.sizes[0])
+  end,
+  __tostring = format.tostring,
+}
+ffi.metatype("struct tide_tensor", mt)
+
+-- -- creation -----------------------------------------------------------------------
+
+-- Splits creation arguments: sizes (numbers or one table) then an optional
+-- options table or dtype string. Returns sizes, dtype id, options.
+local function creation_args(name, ...)
+  local n = select("#", ...)
+  local last = n > 0 and select(n, ...) or nil
+  local opts
+  if type(last) == "string" then
+    opts = { dtype = last }; n = n - 1
+  elseif type(last) == "table" and (n > 1 or last.dtype or last.device or last.requires_grad ~= nil) and
+         not (n == 1 and #last > 0) then
+    opts = last; n = n - 1
+  end
+  opts = opts or {}
+  local sizes
+  local first = ...
+  if n == 1 and type(first) == "table" then
+    sizes = first
+  else
+    sizes = {}
+    for i = 1, n do sizes[i] = (select(i, ...)) end
+  end
+  for i, s in ipairs(sizes) do
+    if type(s) ~= "number" then fail(string.format("%s: size %d must be a number, got %s", name, i, type(s))) end
+  end
+  local dtype = opts.dtype and T.dtype_id(opts.dtype, name) or 0
+  if opts.device ~= nil and opts.device ~= "cpu" and opts.device ~= "cpu:0" then
+    local dv = ffi.new("tide_device")
+    if C.tide_device_parse(opts.device, dv) ~= 0 then raise() end
+  end
+  return sizes, dtype, opts
+end
+
+local function full_op(opname, sizes, dtype, s0, s1)
+  local p = T.new_params()
+  if #sizes > 8 then fail(string.format("%s: %d dimensions given, at most 8 are supported", opname, #sizes)) end
+  for i = 1, #sizes do p.ints[i - 1] = sizes[i] end
+  p.n_ints = #sizes
+  p.scalars[0], p.scalars[1] = s0 or 0, s1 or 0
+  p.dtype = dtype
+  return T.run(T.op_ids[opname], 0, p, nil)
+end
+
+--- zeros(2, 3), zeros({2, 3}), zeros(2, 3, {dtype = "int64"}) or zeros(2, 3, "int64").
+function tide.zeros(...) local s, d = creation_args("zeros", ...) return full_op("full", s, d, 0) end
+function tide.ones(...) local s, d = creation_args("ones", ...) return full_op("full", s, d, 1) end
+--- empty(...): contents undefined (here: zero, from a fresh or reused block).
+function tide.empty(...)
+  local s, d = creation_args("empty", ...)
+  local n = T.fill_sizes(s, "empty")
+  local t = C.tide_tensor_empty(n, T.sizebuf, d, ffi.new("tide_device", { 0, -1 }))
+  if t == nil then raise() end
+  return wrap(t, tonumber(t.nelem) * tonumber(C.tide_dtype_size(d)))
+end
+--- full(sizes, value, dtype_or_opts)
+function tide.full(sizes, value, opts)
+  if type(sizes) == "number" then sizes = { sizes } end
+  if type(value) == "boolean" then value = value and 1 or 0 end
+  if type(value) ~= "number" then fail("full: value must be a number, got " .. type(value)) end
+  local _, d = creation_args("full", sizes, opts)
+  return full_op("full", sizes, d, value)
+end
+
+local function like(name, f)
+  tide[name .. "_like"] = function(t, a, b)
+    if not is_tensor(t) then fail(name .. "_like: argument 1 must be a tensor") end
+    local opts = type(b) == "table" and b or type(a) == "table" and a or {}
+    local dtype = (type(b) == "string" and b) or (type(a) == "string" and name ~= "full" and a) or opts.dtype
+      or methods.dtype(t)
+    return f(methods.shape(t), dtype, a)
+  end
+end
+like("zeros", function(s, d) return tide.zeros(s, { dtype = d }) end)
+like("ones", function(s, d) return tide.ones(s, { dtype = d }) end)
+like("empty", function(s, d) return tide.empty(s, { dtype = d }) end)
+like("full", function(s, d, v) return tide.full(s, v, { dtype = d }) end)
+like("rand", function(s, d) return tide.rand(s, { dtype = d }) end)
+like("randn", function(s, d) return tide.randn(s, { dtype = d }) end)
+functions.full_like = tide.full_like
+
+--- arange(end), arange(start, end), arange(start, end, step): start .. end-1, like PyTorch.
+function tide.arange(a, b, c, opts)
+  if type(c) ~= "number" then c, opts = 1, c end
+  if type(b) ~= "number" then
+    if b ~= nil then opts = b end
+    a, b = 0, a
+  end
+  local d = 3  -- int64 unless a bound or the step is fractional, or a dtype is given
+  if a ~= math.floor(a) or b ~= math.floor(b) or c ~= math.floor(c) then d = 0 end
+  if type(opts) == "string" then opts = { dtype = opts } end
+  if opts and opts.dtype then d = T.dtype_id(opts.dtype, "arange") end
+  local p = T.new_params()
+  p.scalars[0], p.scalars[1], p.scalars[2] = a, b, c
+  p.dtype = d
+  return T.run(T.op_ids.arange, 0, p, nil)
+end
+
+--- linspace(start, end, steps): steps values from start to end, both included.
+function tide.linspace(a, b, steps, opts)
+  if type(steps) ~= "number" then fail("linspace: steps must be a number") end
+  local _, d = creation_args("linspace", opts)
+  local p = T.new_params()
+  p.scalars[0], p.scalars[1] = a, b
+  p.ints[0], p.n_ints = steps, 1
+  p.dtype = d
+  return T.run(T.op_ids.linspace, 0, p, nil)
+end
+
+--- eye(n), eye(n, m): the identity matrix.
+function tide.eye(n, m, opts)
+  if type(m) ~= "number" then m, opts = n, m end
+  local _, d = creation_args("eye", opts)
+  return full_op("eye", { n, m }, d)
+end
+
+-- Infers shape and flattens nested tables of numbers/booleans.
+local function flatten_data(data)
+  local shape, flat, all_bool = {}, {}, true
+  local function probe(x, d)
+    if type(x) == "table" then
+      shape[d] = #x
+      if #x > 0 then probe(x[1], d + 1) end
+    end
+  end
+  probe(data, 1)
+  local function walk(x, d)
+    if d > #shape then
+      if type(x) == "boolean" then
+        flat[#flat + 1] = x and 1 or 0
+      elseif type(x) == "number" then
+        flat[#flat + 1] = x; all_bool = false
+      elseif is_tensor(x) and x.nelem == 1 then
+        flat[#flat + 1] = x:item(); all_bool = false
+      else
+        fail(string.format("tensor: element at depth %d must be a number or boolean, got %s", d, type(x)))
+      end
+      return
+    end
+    if type(x) ~= "table" or #x ~= shape[d] then
+      fail(string.format("tensor: ragged nested table: expected %d elements at depth %d, got %s", shape[d], d,
+        type(x) == "table" and tostring(#x) or type(x)))
+    end
+    for i = 1, #x do walk(x[i], d + 1) end
+  end
+  walk(data, 1)
+  return shape, flat, all_bool and #flat > 0
+end
+
+--- tensor(data, dtype_or_opts): a tensor from a number, a boolean or nested tables.
+-- The dtype defaults to float32 (bool when every element is a boolean).
+function tide.tensor(data, opts)
+  if is_tensor(data) then return data:clone() end
+  if type(opts) == "string" then opts = { dtype = opts } end
+  opts = opts or {}
+  local td = type(data)
+  if td ~= "table" and td ~= "number" and td ~= "boolean" then
+    fail("tensor: data must be a number, a boolean or a nested table, got " .. td)
+  end
+  local shape, flat, all_bool = flatten_data(data)
+  local d = opts.dtype and T.dtype_id(opts.dtype, "tensor") or (all_bool and 5 or 0)
+  local n = T.fill_sizes(shape, "tensor")
+  local buf = ffi.new("double[?]", math.max(#flat, 1), flat)
+  if #flat > 0 then
+    for i = 1, #flat do buf[i - 1] = flat[i] end
+  end
+  local t = C.tide_tensor_from_doubles(buf, n, T.sizebuf, d)
+  if t == nil then raise() end
+  return wrap(t, #flat * tonumber(C.tide_dtype_size(d)))
+end
+
+-- -- random ---------------------------------------------------------------------------
+
+--- rand(sizes...): uniform on [0, 1). randn: standard normal.
+function tide.rand(...) local s, d = creation_args("rand", ...) return full_op("rand", s, d, 0, 1) end
+function tide.randn(...) local s, d = creation_args("randn", ...) return full_op("randn", s, d, 0, 1) end
+--- randint(low, high, sizes, dtype_or_opts): integers in [low, high) (int64 by default).
+function tide.randint(low, high, sizes, opts)
+  if type(high) ~= "number" then low, high, sizes, opts = 0, low, high, sizes end
+  if type(sizes) == "number" then sizes = { sizes } end
+  if type(sizes) ~= "table" then fail("randint: sizes must be a table of numbers") end
+  local _, d = creation_args("randint", sizes, opts)
+  if not (opts and (opts == "string" or (type(opts) == "table" and opts.dtype))) and type(opts) ~= "string" then
+    d = 3
+  end
+  return full_op("randint", sizes, d, low, high)
+end
+--- randperm(n): a random permutation of 1..n (int64).
+function tide.randperm(n, opts)
+  local _, d = creation_args("randperm", opts)
+  if not (opts and (type(opts) == "string" or opts.dtype)) then d = 3 end
+  local p = T.new_params()
+  p.ints[0], p.n_ints, p.dtype, p.flags = n, 1, d, C.TIDE_PARAMF_ONE_BASED
+  return T.run(T.op_ids.randperm, 0, p, nil)
+end
+--- bernoulli(p): 1 with probability p per element, in p's dtype.
+function tide.bernoulli(p)
+  if not is_tensor(p) then fail("bernoulli: argument must be a tensor of probabilities") end
+  T.ins_set(0, p)
+  return T.run(T.op_ids.bernoulli, 1, nil, nil)
+end
+methods.bernoulli = tide.bernoulli
+--- t:bernoulli_(p): fills t with draws of probability p (a number or a tensor).
+function methods.bernoulli_(t, p)
+  if type(p) == "number" then p = tide.full({}, p, { dtype = t:is_floating_point() and t:dtype() or "float32" }) end
+  p = p or tide.full({}, 0.5)
+  T.ins_set(0, p)
+  return T.run(T.op_ids.bernoulli, 1, nil, t)
+end
+function methods.uniform_(t, a, b)
+  return t:copy_(tide.rand(t:shape(), { dtype = t:dtype() }) * ((b or 1) - (a or 0)) + (a or 0))
+end
+function methods.normal_(t, mean, std)
+  return t:copy_(tide.randn(t:shape(), { dtype = t:dtype() }) * (std or 1) + (mean or 0))
+end
+
+--- manual_seed(seed): the generator restarts from seed; the same seed gives the same numbers.
+function tide.manual_seed(seed)
+  if type(seed) ~= "number" or seed < 0 or seed ~= math.floor(seed) then
+    fail("manual_seed: seed must be a non-negative integer, got " .. tostring(seed))
+  end
+  C.tide_manual_seed(seed)
+end
+function tide.initial_seed() return tonumber(C.tide_initial_seed()) end
+
+-- -- runtime ----------------------------------------------------------------------------
+
+--- Waits for all pending work; raises the first error not yet reported.
+function tide.sync() if C.tide_sync() ~= 0 then raise() end end
+function tide.set_num_threads(n)
+  if type(n) ~= "number" or n < 1 then fail("set_num_threads: n must be a positive integer") end
+  C.tide_set_num_threads(n)
+end
+function tide.get_num_threads() return C.tide_get_num_threads() end
+
+--- The runtime's configuration as a table (version, simd, threads, blas, ...).
+function tide.config()
+  local r = {}
+  for k, v in ffi.string(C.tide_config()):gmatch("([%w_]+)=([^\n]*)") do r[k] = tonumber(v) or v end
+  return r
+end
+
+--- Memory counters of the host allocator, in bytes.
+function tide.memory_stats()
+  local s = ffi.new("tide_mem_stats")
+  C.tide_mem_get_stats(s)
+  return { in_use = tonumber(s.bytes_in_use), cached = tonumber(s.bytes_cached), peak = tonumber(s.peak_in_use),
+           allocs = tonumber(s.n_allocs), reused = tonumber(s.n_reused) }
+end
+function tide.empty_cache() C.tide_mem_empty_cache() end
+
+function tide.devices() return { "cpu" } end
+function tide.dtypes()
+  local r = {}
+  for i = 0, #T.dtype_names do r[#r + 1] = T.dtype_names[i] end
+  return r
+end
+
+tide.format = format
+tide.Tensor = methods   -- the method table, for extension: function tide.Tensor.foo(t) ... end
+
+return tide

@@ -1,0 +1,179 @@
+/*
+ * internal.h - what the runtime's files share and the public header hides:
+ * the storage layout, the host allocator, the op-call record that kernels
+ * receive, the engine's push interface and the thread pool.
+ * Nothing here is exported from libtide (TIDE_INTERNAL is hidden visibility).
+ */
+#ifndef TIDE_INTERNAL_H
+#define TIDE_INTERNAL_H
+
+#include "tide.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <string.h>
+
+#define TIDE_INTERNAL __attribute__((visibility("hidden")))
+#define TIDE_LIKELY(x)   __builtin_expect(!!(x), 1)
+#define TIDE_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* Guards Tide's own invariants, never user input. */
+#define TIDE_ASSERT(cond)                                                         \
+    do {                                                                          \
+        if (TIDE_UNLIKELY(!(cond)))                                               \
+            return tide_error_set(TIDE_E_INTERNAL, "internal error: %s (%s:%d)",  \
+                                  #cond, __FILE__, __LINE__);                     \
+    } while (0)
+
+#define TIDE_CHECK(expr)                                                          \
+    do {                                                                          \
+        tide_status st_ = (expr);                                                 \
+        if (TIDE_UNLIKELY(st_ != TIDE_OK)) return st_;                            \
+    } while (0)
+
+/* -- allocator (core/alloc.c) ----------------------------------------------- */
+
+enum { TIDE_ALIGN = 64 };
+
+/* 64-byte aligned host memory from the caching allocator; NULL when out of memory. */
+TIDE_INTERNAL void * tide_host_alloc(size_t nbytes, size_t * capacity);
+TIDE_INTERNAL void   tide_host_free(void * p, size_t capacity);
+
+/* -- storage (core/storage.c) ----------------------------------------------- */
+
+struct tide_storage {
+    atomic_int   refcount;
+    void *       data;
+    size_t       nbytes;
+    size_t       capacity;            /* what the allocator gave; 0 for external memory */
+    tide_device  device;
+    void (*free_fn)(void * data, void * ctx);
+    void *       free_ctx;
+    /* The engine's per-storage state (dependency tracking, poison). */
+    atomic_int   poisoned;            /* 0 or the tide_status of a failed op that wrote here */
+    char *       poison_msg;          /* owned; set before `poisoned` is published */
+};
+
+TIDE_INTERNAL tide_storage * tide_storage_new(size_t nbytes, tide_device dev);
+TIDE_INTERNAL void           tide_storage_retain(tide_storage * s);
+TIDE_INTERNAL void           tide_storage_release(tide_storage * s);
+
+/* -- tensors (core/tensor.c) ------------------------------------------------ */
+
+/* A new tensor header (refcount 1) viewing s (retained). Sizes/strides set by caller,
+ * then tide_tensor_finish() computes nelem. */
+TIDE_INTERNAL tide_tensor * tide_tensor_alloc_header(tide_storage * s, int32_t dtype);
+TIDE_INTERNAL void          tide_tensor_finish(tide_tensor * t);
+TIDE_INTERNAL void          tide_contiguous_strides(int32_t ndim, const int64_t * sizes, int64_t * strides);
+TIDE_INTERNAL char *        tide_shape_str(const tide_tensor * t, char * buf, size_t n); /* "[2,3]" */
+TIDE_INTERNAL char *        tide_dims_str(int32_t ndim, const int64_t * sizes, char * buf, size_t n);
+static inline void * tide_tensor_ptr(const tide_tensor * t) {
+    return (char *)t->storage->data + t->offset * (int64_t)tide_dtype_size(t->dtype_id);
+}
+
+/* -- dtype conversion (core/dtype.c) ---------------------------------------- */
+
+/* Converts n elements between dtypes, both strided (strides in elements). */
+TIDE_INTERNAL void tide_convert(void * dst, int32_t dst_dtype, int64_t dst_stride,
+                                const void * src, int32_t src_dtype, int64_t src_stride, int64_t n);
+TIDE_INTERNAL double tide_load_double(const void * p, int32_t dtype);
+TIDE_INTERNAL void   tide_store_double(void * p, int32_t dtype, double v);
+TIDE_INTERNAL float    tide_f16_to_f32(uint16_t h);
+TIDE_INTERNAL uint16_t tide_f32_to_f16(float f);
+TIDE_INTERNAL float    tide_bf16_to_f32(uint16_t h);
+TIDE_INTERNAL uint16_t tide_f32_to_bf16(float f);
+/* The dtype that kernels compute in for a storage dtype (f16/bf16 -> f32). */
+static inline int32_t tide_dtype_compute(int32_t d) {
+    return (d == TIDE_DTYPE_F16 || d == TIDE_DTYPE_BF16) ? TIDE_DTYPE_F32 : d;
+}
+
+/* -- op calls ---------------------------------------------------------------- */
+
+/* What a kernel receives: the op, its inputs and outputs (all retained by the
+ * call for as long as it is pending) and the non-tensor params. The kernel may
+ * read only the storages of `in` and write only those of `out`. */
+typedef struct tide_opcall {
+    int32_t        op;
+    int32_t        n_in, n_out;
+    int32_t        compute_dtype;   /* the dtype the dtype rule chose to compute in */
+    uint64_t       rng_seed;        /* OPF_RANDOM ops: their slice of the Philox stream, */
+    uint64_t       rng_offset;      /* reserved at enqueue so results never depend on timing */
+    tide_tensor *  in[TIDE_OP_MAX_IN];
+    tide_tensor *  out[TIDE_OP_MAX_OUT];
+    tide_op_params p;
+} tide_opcall;
+
+typedef tide_status (*tide_kernel_fn)(const tide_opcall * c);
+
+/* A shape rule fills the output sizes from the inputs and params; a dtype
+ * rule the compute dtype and the output dtypes. Both validate and set errors. */
+typedef struct tide_shape_out {
+    int32_t ndim[TIDE_OP_MAX_OUT];
+    int64_t sizes[TIDE_OP_MAX_OUT][TIDE_MAX_DIMS];
+} tide_shape_out;
+typedef tide_status (*tide_shape_rule)(tide_opcall * c, tide_shape_out * out);  /* may normalise dims in c->p */
+typedef tide_status (*tide_dtype_rule)(tide_opcall * c, int32_t * out_dtypes);
+
+typedef struct tide_op_def {
+    const char *    name;
+    const char *    params;
+    int32_t         n_in, n_out;
+    uint32_t        flags;
+    tide_dtype_rule dtype_rule;
+    tide_shape_rule shape_rule;
+    tide_kernel_fn  cpu;
+} tide_op_def;
+
+/* Op ids, generated from the registry (TIDE_OP_add, ...), for the runtime's own calls. */
+enum {
+#define X(name, nin, nout, dt, acc, sh, fl, par) TIDE_OP_##name,
+#include "../ops/ops.def"
+#undef X
+    TIDE_OP_COUNT_
+};
+
+TIDE_INTERNAL const tide_op_def * tide_op_def_get(int32_t op);
+/* Name of op for messages. */
+TIDE_INTERNAL const char * tide_op_name(int32_t op);
+
+/* Normalises a possibly negative 0-based dim against ndim (0-d tensors accept
+ * 0 and -1). Sets an error naming op on failure. */
+TIDE_INTERNAL tide_status tide_wrap_dim(const char * op, int64_t dim, int32_t ndim, int32_t * out);
+/* Broadcast shape of n tensors, or an error naming op. */
+TIDE_INTERNAL tide_status tide_broadcast_shape(const char * op, tide_tensor * const * ts, int32_t n,
+                                               int32_t * ndim, int64_t * sizes);
+
+/* -- engine (engine/engine.c) ------------------------------------------------ */
+
+typedef tide_status (*tide_engine_fn)(void * ctx);
+
+/* Queues fn(ctx) to run on dev once the earlier ops writing any of `reads`,
+ * and reading or writing any of `writes`, are done. The engine retains the
+ * storages until fn returns; ctx_free(ctx) runs afterwards (may be NULL).
+ * If fn fails, every storage of `writes` is poisoned with its message. */
+TIDE_INTERNAL tide_status tide_engine_push(tide_engine_fn fn, void * ctx, void (*ctx_free)(void *),
+                                           tide_storage * const * reads, int32_t n_reads,
+                                           tide_storage * const * writes, int32_t n_writes,
+                                           tide_device dev);
+/* Waits for pending writes of s; returns its poison status (message set). */
+TIDE_INTERNAL tide_status tide_engine_wait_storage(tide_storage * s);
+
+/* -- thread pool (engine/pool.c) --------------------------------------------- */
+
+/* Calls fn(ctx, begin, end) over [0, n) split into at most the pool's threads
+ * ranges of at least `grain` items, each a multiple of `align` (except the last).
+ * Runs inline when n < 2*grain or one thread is set. Returns when all are done. */
+typedef void (*tide_range_fn)(void * ctx, int64_t begin, int64_t end);
+TIDE_INTERNAL void tide_parallel_for(int64_t n, int64_t grain, int64_t align, tide_range_fn fn, void * ctx);
+
+/* -- BLAS (ops/cpu/blas.c) ---------------------------------------------------- */
+
+TIDE_INTERNAL tide_status tide_blas_init(void);
+TIDE_INTERNAL const char * tide_blas_describe(void);
+
+/* -- random (ops/cpu/random.c) ----------------------------------------------- */
+
+/* Reserves n counters of the global Philox stream; returns seed and offset. */
+TIDE_INTERNAL void tide_rng_reserve(uint64_t n, uint64_t * seed, uint64_t * offset);
+
+#endif /* TIDE_INTERNAL_H */

@@ -1,0 +1,45 @@
+/*
+ * device.c - device names ("cpu", "cpu:N", "cuda:N") to and from tide_device.
+ * Which devices exist and how they run work is the engine's business.
+ */
+#include "../core/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+tide_status tide_device_parse(const char * name, tide_device * out) {
+    if (!name) return tide_error_set(TIDE_E_DEVICE, "device: no name given");
+    const char * colon = strchr(name, ':');
+    size_t       len   = colon ? (size_t)(colon - name) : strlen(name);
+    int32_t      type;
+    if (len == 3 && strncmp(name, "cpu", 3) == 0)
+        type = TIDE_DEVICE_CPU;
+    else if (len == 4 && strncmp(name, "cuda", 4) == 0)
+        type = TIDE_DEVICE_CUDA;
+    else
+        return tide_error_set(TIDE_E_DEVICE, "device: unknown device '%s' (expected cpu, cpu:N or cuda:N)", name);
+    int32_t index = -1;
+    if (colon) {
+        char * end;
+        long   v = strtol(colon + 1, &end, 10);
+        if (colon[1] == '\0' || *end != '\0' || v < 0 || v > 1024)
+            return tide_error_set(TIDE_E_DEVICE, "device: bad device index in '%s'", name);
+        index = (int32_t)v;
+    }
+    if (type == TIDE_DEVICE_CUDA)
+        return tide_error_set(TIDE_E_DEVICE, "device: '%s' is not available: this build has no CUDA backend", name);
+    if (type == TIDE_DEVICE_CPU && index > 0)
+        return tide_error_set(TIDE_E_DEVICE, "device: '%s' is not available: the engine has only the default cpu device", name);
+    out->type  = type;
+    out->index = type == TIDE_DEVICE_CPU ? -1 : index;   /* cpu:0 is the default cpu queue for now */
+    return TIDE_OK;
+}
+
+char * tide_device_format(tide_device dev, char * buf, size_t n) {
+    const char * t = dev.type == TIDE_DEVICE_CUDA ? "cuda" : "cpu";
+    if (dev.index < 0)
+        snprintf(buf, n, "%s", t);
+    else
+        snprintf(buf, n, "%s:%d", t, dev.index);
+    return buf;
+}

@@ -1,0 +1,260 @@
+/*
+ * binary.c - inner loops of the cheap elementwise ops: arithmetic,
+ * comparisons, logical ops, where, masked_fill, clamp, copy, and the unary
+ * ops that need no transcendental function. Broadcasting, strides, dtype
+ * conversion and threads are the iterator's (ew.c); the vectorised
+ * transcendental ops are in transcend.c.
+ */
+#include "kernels.h"
+
+/* -- loop generators ------------------------------------------------------------------------ */
+
+/* A loop for one dtype: `T` the compute type, `O` the output type, EXPR over a, b. */
+#define BIN_LOOP(name, T, O, EXPR)                                                              \
+    static TIDE_SIMD_CLONES void name(int64_t n, int64_t i0, void * restrict out_,              \
+                                      const void * const * in, const tide_opcall * c) {         \
+        O * restrict o = out_;                                                                  \
+        const T * restrict A = in[0];                                                           \
+        const T * restrict B = in[1];                                                           \
+        (void)i0; (void)c;                                                                      \
+        for (int64_t i = 0; i < n; i++) {                                                       \
+            T a = A[i], b = B[i];                                                               \
+            o[i] = (O)(EXPR);                                                                   \
+        }                                                                                       \
+    }
+#define UN_LOOP(name, T, O, EXPR)                                                               \
+    static TIDE_SIMD_CLONES void name(int64_t n, int64_t i0, void * restrict out_,              \
+                                      const void * const * in, const tide_opcall * c) {         \
+        O * restrict o = out_;                                                                  \
+        const T * restrict A = in[0];                                                           \
+        (void)i0; (void)c;                                                                      \
+        for (int64_t i = 0; i < n; i++) {                                                       \
+            T a = A[i];                                                                         \
+            o[i] = (O)(EXPR);                                                                   \
+        }                                                                                       \
+    }
+
+/* Tables of loops by compute dtype, one entry per dtype the op accepts. */
+#define LOOPS_F(op)   [TIDE_DTYPE_F32] = op##_f32, [TIDE_DTYPE_F64] = op##_f64
+#define LOOPS_I(op)   [TIDE_DTYPE_I32] = op##_i32, [TIDE_DTYPE_I64] = op##_i64, [TIDE_DTYPE_U8] = op##_u8
+#define LOOPS_B(op)   [TIDE_DTYPE_BOOL] = op##_b
+
+#define GEN_F(GEN, op, EXPR_F) GEN(op##_f32, float, float, EXPR_F) GEN(op##_f64, double, double, EXPR_F)
+#define GEN_I(GEN, op, EXPR)   GEN(op##_i32, int32_t, int32_t, EXPR) GEN(op##_i64, int64_t, int64_t, EXPR) \
+                               GEN(op##_u8, uint8_t, uint8_t, EXPR)
+
+#define KERNEL(op, ...)                                                        \
+    tide_status tide_cpu_##op(const tide_opcall * c) {                         \
+        static const tide_ew_loop loops[TIDE_DTYPE_COUNT] = {__VA_ARGS__};     \
+        return tide_ew_run(c, loops, -1);                                      \
+    }
+#define KERNEL_BOOL_OUT(op, ...)                                               \
+    tide_status tide_cpu_##op(const tide_opcall * c) {                         \
+        static const tide_ew_loop loops[TIDE_DTYPE_COUNT] = {__VA_ARGS__};     \
+        return tide_ew_run(c, loops, TIDE_DTYPE_BOOL);                         \
+    }
+
+/* Integer arithmetic wraps (two's complement) instead of overflowing, as in
+ * PyTorch; done in unsigned types so it is defined behaviour. */
+#define WRAP(T, U, e) ((T)(U)(e))
+
+/* -- arithmetic ------------------------------------------------------------------------------ */
+
+GEN_F(BIN_LOOP, add, a + b)
+BIN_LOOP(add_i32, int32_t, int32_t, (uint32_t)a + (uint32_t)b)
+BIN_LOOP(add_i64, int64_t, int64_t, (uint64_t)a + (uint64_t)b)
+BIN_LOOP(add_u8, uint8_t, uint8_t, a + b)
+BIN_LOOP(add_b, uint8_t, uint8_t, a | b)
+KERNEL(add, LOOPS_F(add), LOOPS_I(add), LOOPS_B(add))
+
+GEN_F(BIN_LOOP, sub, a - b)
+BIN_LOOP(sub_i32, int32_t, int32_t, (uint32_t)a - (uint32_t)b)
+BIN_LOOP(sub_i64, int64_t, int64_t, (uint64_t)a - (uint64_t)b)
+BIN_LOOP(sub_u8, uint8_t, uint8_t, a - b)
+KERNEL(sub, LOOPS_F(sub), LOOPS_I(sub))
+
+GEN_F(BIN_LOOP, mul, a * b)
+BIN_LOOP(mul_i32, int32_t, int32_t, (uint32_t)a * (uint32_t)b)
+BIN_LOOP(mul_i64, int64_t, int64_t, (uint64_t)a * (uint64_t)b)
+BIN_LOOP(mul_u8, uint8_t, uint8_t, a * b)
+BIN_LOOP(mul_b, uint8_t, uint8_t, a & b)
+KERNEL(mul, LOOPS_F(mul), LOOPS_I(mul), LOOPS_B(mul))
+
+GEN_F(BIN_LOOP, div, a / b)
+KERNEL(div, LOOPS_F(div))
+
+/* Integer pow by squaring; a negative exponent gives 0 except for bases 1 and -1. */
+static int64_t ipow(int64_t a, int64_t b) {
+    if (b < 0) return a == 1 ? 1 : a == -1 ? ((b & 1) ? -1 : 1) : 0;
+    uint64_t r = 1, x = (uint64_t)a;
+    while (b) {
+        if (b & 1) r *= x;
+        x *= x;
+        b >>= 1;
+    }
+    return (int64_t)r;
+}
+BIN_LOOP(pow_f32, float, float, powf(a, b))
+BIN_LOOP(pow_f64, double, double, pow(a, b))
+GEN_I(BIN_LOOP, pow, ipow(a, b))
+KERNEL(pow, LOOPS_F(pow), LOOPS_I(pow))
+
+/* fmod and remainder of integers by zero are 0 (PyTorch raises; a kernel must not trap). */
+BIN_LOOP(fmod_f32, float, float, fmodf(a, b))
+BIN_LOOP(fmod_f64, double, double, fmod(a, b))
+BIN_LOOP(fmod_i32, int32_t, int32_t, b == 0 ? 0 : b == -1 ? 0 : a % b)
+BIN_LOOP(fmod_i64, int64_t, int64_t, b == 0 ? 0 : b == -1 ? 0 : a % b)
+BIN_LOOP(fmod_u8, uint8_t, uint8_t, b == 0 ? 0 : a % b)
+KERNEL(fmod, LOOPS_F(fmod), LOOPS_I(fmod))
+
+static inline float remf_(float a, float b) {
+    float r = fmodf(a, b);
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+static inline double rem_(double a, double b) {
+    double r = fmod(a, b);
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+static inline int64_t remi_(int64_t a, int64_t b) {
+    if (b == 0 || b == -1) return 0;
+    int64_t r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+BIN_LOOP(remainder_f32, float, float, remf_(a, b))
+BIN_LOOP(remainder_f64, double, double, rem_(a, b))
+GEN_I(BIN_LOOP, remainder, remi_(a, b))
+KERNEL(remainder, LOOPS_F(remainder), LOOPS_I(remainder))
+
+/* maximum/minimum propagate NaN, as PyTorch does. */
+GEN_F(BIN_LOOP, maximum, (a != a || b != b) ? a + b : (a > b ? a : b))
+GEN_I(BIN_LOOP, maximum, a > b ? a : b)
+BIN_LOOP(maximum_b, uint8_t, uint8_t, a | b)
+KERNEL(maximum, LOOPS_F(maximum), LOOPS_I(maximum), LOOPS_B(maximum))
+GEN_F(BIN_LOOP, minimum, (a != a || b != b) ? a + b : (a < b ? a : b))
+GEN_I(BIN_LOOP, minimum, a < b ? a : b)
+BIN_LOOP(minimum_b, uint8_t, uint8_t, a & b)
+KERNEL(minimum, LOOPS_F(minimum), LOOPS_I(minimum), LOOPS_B(minimum))
+
+BIN_LOOP(atan2_f32, float, float, atan2f(a, b))
+BIN_LOOP(atan2_f64, double, double, atan2(a, b))
+KERNEL(atan2, LOOPS_F(atan2))
+
+/* -- comparisons and logic ------------------------------------------------------------------ */
+
+#define CMP(op, EXPR)                                                                            \
+    BIN_LOOP(op##_f32, float, uint8_t, EXPR) BIN_LOOP(op##_f64, double, uint8_t, EXPR)          \
+    BIN_LOOP(op##_i32, int32_t, uint8_t, EXPR) BIN_LOOP(op##_i64, int64_t, uint8_t, EXPR)       \
+    BIN_LOOP(op##_u8, uint8_t, uint8_t, EXPR) BIN_LOOP(op##_b, uint8_t, uint8_t, EXPR)          \
+    KERNEL_BOOL_OUT(op, LOOPS_F(op), LOOPS_I(op), LOOPS_B(op))
+CMP(eq, a == b)
+CMP(ne, a != b)
+CMP(lt, a < b)
+CMP(le, a <= b)
+CMP(gt, a > b)
+CMP(ge, a >= b)
+
+BIN_LOOP(logical_and_b, uint8_t, uint8_t, a & b)
+KERNEL(logical_and, LOOPS_B(logical_and))
+BIN_LOOP(logical_or_b, uint8_t, uint8_t, a | b)
+KERNEL(logical_or, LOOPS_B(logical_or))
+UN_LOOP(logical_not_b, uint8_t, uint8_t, !a)
+KERNEL(logical_not, LOOPS_B(logical_not))
+
+/* where(cond, a, b): the condition arrives converted to the compute dtype. */
+#define WHERE_LOOP(name, T)                                                                      \
+    static TIDE_SIMD_CLONES void name(int64_t n, int64_t i0, void * restrict out_,               \
+                                      const void * const * in, const tide_opcall * c) {          \
+        T * restrict o = out_;                                                                   \
+        const T * restrict k = in[0], * restrict a = in[1], * restrict b = in[2];                \
+        (void)i0; (void)c;                                                                       \
+        for (int64_t i = 0; i < n; i++) o[i] = k[i] != 0 ? a[i] : b[i];                          \
+    }
+WHERE_LOOP(where_f32, float) WHERE_LOOP(where_f64, double) WHERE_LOOP(where_i32, int32_t)
+WHERE_LOOP(where_i64, int64_t) WHERE_LOOP(where_u8, uint8_t) WHERE_LOOP(where_b, uint8_t)
+KERNEL(where, LOOPS_F(where), LOOPS_I(where), LOOPS_B(where))
+
+/* masked_fill(x, mask): the value is params.scalars[0], converted once. */
+#define MFILL_LOOP(name, T, CONV)                                                                \
+    static void name(int64_t n, int64_t i0, void * restrict out_, const void * const * in,       \
+                     const tide_opcall * c) {                                                    \
+        T * restrict o = out_;                                                                   \
+        const T * restrict x = in[0], * restrict m = in[1];                                      \
+        T v = CONV;                                                                              \
+        (void)i0;                                                                                \
+        for (int64_t i = 0; i < n; i++) o[i] = m[i] != 0 ? v : x[i];                             \
+    }
+#define SCALAR_AS(T) ({ T v_; tide_store_double(&v_, c->compute_dtype, c->p.scalars[0]); v_; })
+MFILL_LOOP(masked_fill_f32, float, SCALAR_AS(float))
+MFILL_LOOP(masked_fill_f64, double, SCALAR_AS(double))
+MFILL_LOOP(masked_fill_i32, int32_t, SCALAR_AS(int32_t))
+MFILL_LOOP(masked_fill_i64, int64_t, SCALAR_AS(int64_t))
+MFILL_LOOP(masked_fill_u8, uint8_t, SCALAR_AS(uint8_t))
+MFILL_LOOP(masked_fill_b, uint8_t, SCALAR_AS(uint8_t))
+KERNEL(masked_fill, LOOPS_F(masked_fill), LOOPS_I(masked_fill), LOOPS_B(masked_fill))
+
+/* -- cheap unary ops ------------------------------------------------------------------------ */
+
+GEN_F(UN_LOOP, neg, -a)
+UN_LOOP(neg_i32, int32_t, int32_t, -(uint32_t)a)
+UN_LOOP(neg_i64, int64_t, int64_t, -(uint64_t)a)
+UN_LOOP(neg_u8, uint8_t, uint8_t, -a)
+KERNEL(neg, LOOPS_F(neg), LOOPS_I(neg))
+
+UN_LOOP(abs_f32, float, float, fabsf(a))
+UN_LOOP(abs_f64, double, double, fabs(a))
+UN_LOOP(abs_i32, int32_t, int32_t, a < 0 ? -(uint32_t)a : (uint32_t)a)
+UN_LOOP(abs_i64, int64_t, int64_t, a < 0 ? -(uint64_t)a : (uint64_t)a)
+UN_LOOP(abs_u8, uint8_t, uint8_t, a)
+KERNEL(abs, LOOPS_F(abs), LOOPS_I(abs))
+
+GEN_F(UN_LOOP, relu, a > 0 ? a : (a != a ? a : 0))
+GEN_I(UN_LOOP, relu, a > 0 ? a : 0)
+KERNEL(relu, LOOPS_F(relu), LOOPS_I(relu))
+
+UN_LOOP(floor_f32, float, float, floorf(a)) UN_LOOP(floor_f64, double, double, floor(a))
+GEN_I(UN_LOOP, floor, a)
+KERNEL(floor, LOOPS_F(floor), LOOPS_I(floor))
+UN_LOOP(ceil_f32, float, float, ceilf(a)) UN_LOOP(ceil_f64, double, double, ceil(a))
+GEN_I(UN_LOOP, ceil, a)
+KERNEL(ceil, LOOPS_F(ceil), LOOPS_I(ceil))
+UN_LOOP(round_f32, float, float, nearbyintf(a)) UN_LOOP(round_f64, double, double, nearbyint(a))
+GEN_I(UN_LOOP, round, a)
+KERNEL(round, LOOPS_F(round), LOOPS_I(round))
+GEN_F(UN_LOOP, sign, (a > 0) - (a < 0))
+UN_LOOP(sign_i32, int32_t, int32_t, (a > 0) - (a < 0))
+UN_LOOP(sign_i64, int64_t, int64_t, (a > 0) - (a < 0))
+UN_LOOP(sign_u8, uint8_t, uint8_t, a > 0)
+KERNEL(sign, LOOPS_F(sign), LOOPS_I(sign))
+
+/* clamp with optional bounds in params; NaN stays NaN. */
+#define CLAMP_LOOP(name, T)                                                                      \
+    static void name(int64_t n, int64_t i0, void * restrict out_, const void * const * in,       \
+                     const tide_opcall * c) {                                                    \
+        T * restrict o = out_;                                                                   \
+        const T * restrict x = in[0];                                                            \
+        int has_lo = c->p.flags & TIDE_PARAMF_HAS_MIN, has_hi = c->p.flags & TIDE_PARAMF_HAS_MAX; \
+        T lo, hi;                                                                                \
+        tide_store_double(&lo, c->compute_dtype, has_lo ? c->p.scalars[0] : 0);                  \
+        tide_store_double(&hi, c->compute_dtype, has_hi ? c->p.scalars[1] : 0);                  \
+        (void)i0;                                                                                \
+        for (int64_t i = 0; i < n; i++) {                                                        \
+            T v = x[i];                                                                          \
+            if (has_lo && v < lo) v = lo;                                                        \
+            if (has_hi && v > hi) v = hi;                                                        \
+            o[i] = v;                                                                            \
+        }                                                                                        \
+    }
+CLAMP_LOOP(clamp_f32, float) CLAMP_LOOP(clamp_f64, double) CLAMP_LOOP(clamp_i32, int32_t)
+CLAMP_LOOP(clamp_i64, int64_t) CLAMP_LOOP(clamp_u8, uint8_t)
+KERNEL(clamp, LOOPS_F(clamp), LOOPS_I(clamp))
+
+/* copy: the iterator converts to the destination's dtype; the loop only moves bytes. */
+#define COPY_LOOP(name, T)                                                                       \
+    static void name(int64_t n, int64_t i0, void * restrict out_, const void * const * in,       \
+                     const tide_opcall * c) {                                                    \
+        (void)i0; (void)c;                                                                       \
+        memcpy(out_, in[0], (size_t)n * sizeof(T));                                              \
+    }
+COPY_LOOP(copy_f32, float) COPY_LOOP(copy_f64, double) COPY_LOOP(copy_i32, int32_t)
+COPY_LOOP(copy_i64, int64_t) COPY_LOOP(copy_u8, uint8_t) COPY_LOOP(copy_b, uint8_t)
+KERNEL(copy, LOOPS_F(copy), LOOPS_I(copy), LOOPS_B(copy))

@@ -1,0 +1,59 @@
+/*
+ * kernels.h - what the CPU kernel files share: the elementwise iterator that
+ * takes care of broadcasting, strides, dtype conversion and threads, so an
+ * elementwise kernel is only its inner loop over contiguous arrays, and
+ * helpers to walk strided tensors. Shape and dtype checks happen before a
+ * kernel runs (registry.c); kernels check only what depends on the data.
+ */
+#ifndef TIDE_KERNELS_H
+#define TIDE_KERNELS_H
+
+#include "../../core/internal.h"
+
+#include <math.h>
+
+/* An inner loop: out[i] = f(in0[i], in1[i], ...) for i in [0, n), all arrays
+ * contiguous, inputs in the op's compute dtype, out in the loop's out dtype.
+ * index0 is the row-major index of element 0 in the whole output (random ops
+ * draw counter index0 + i); c gives the params. */
+typedef void (*tide_ew_loop)(int64_t n, int64_t index0, void * restrict out, const void * const * in,
+                             const tide_opcall * c);
+
+/* Runs loops[compute_dtype] over c->out[0] with the inputs broadcast to its
+ * shape. out_dtype is what the loop writes: -1 for the compute dtype, or a
+ * fixed one (TIDE_DTYPE_BOOL for comparisons). A NULL loop is a dtype error. */
+TIDE_INTERNAL tide_status tide_ew_run(const tide_opcall * c, const tide_ew_loop * loops, int32_t out_dtype);
+
+/* Elements per block of the general (strided or converting) path: the block's
+ * buffers stay in L1/L2 while the inner loop runs. */
+enum { TIDE_EW_BLOCK = 2048 };
+/* Elements below which a loop is not worth splitting across threads. */
+enum { TIDE_GRAIN = 32768 };
+
+/* -- strided walking ---------------------------------------------------------------------- */
+
+/* Offset (in elements, from the tensor's offset) of row-major element i of a view. */
+static inline int64_t tide_elem_offset(int32_t ndim, const int64_t * sizes, const int64_t * strides, int64_t i) {
+    int64_t off = 0;
+    for (int32_t d = ndim - 1; d >= 0; d--) {
+        int64_t s = sizes[d];
+        off += (i % s) * strides[d];
+        i /= s;
+    }
+    return off;
+}
+
+/* Dispatch helpers: call a macro with (dtype enum, C type) for each compute dtype. */
+#define TIDE_FOR_FLOAT(M) M(TIDE_DTYPE_F32, float) M(TIDE_DTYPE_F64, double)
+#define TIDE_FOR_INT(M)   M(TIDE_DTYPE_I32, int32_t) M(TIDE_DTYPE_I64, int64_t) M(TIDE_DTYPE_U8, uint8_t)
+#define TIDE_FOR_NUM(M)   TIDE_FOR_FLOAT(M) TIDE_FOR_INT(M)
+#define TIDE_FOR_ALL(M)   TIDE_FOR_NUM(M) M(TIDE_DTYPE_BOOL, uint8_t)
+
+/* Loops are compiled for several instruction sets and picked at load time. */
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__clang__)
+#define TIDE_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2,fma", "default")))
+#else
+#define TIDE_SIMD_CLONES
+#endif
+
+#endif /* TIDE_KERNELS_H */

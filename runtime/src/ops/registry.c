@@ -1,0 +1,422 @@
+/*
+ * registry.c - expands ops.def into the op table and runs ops: the one
+ * dispatch path every op takes (validate, infer dtypes and shapes, allocate
+ * or check outputs, push the kernel on the engine). The dtype rules and the
+ * shape rules shared by many ops live here; op-specific shape rules live
+ * with their kernels. No kernel code and no per-op special cases here.
+ */
+#include "../core/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* -- rule and kernel declarations generated from ops.def ------------------------------- */
+
+#define X(name, nin, nout, dt, acc, sh, fl, par)                                   \
+    extern tide_status tide_cpu_##name(const tide_opcall *) __attribute__((weak)); \
+    extern tide_status tide_shape_##sh(tide_opcall *, tide_shape_out *) __attribute__((weak));
+#include "ops.def"
+#undef X
+
+/* Compute-dtype masks: which compute dtypes an op's kernels handle. */
+#define A_FLOAT ((1u << TIDE_DTYPE_F32) | (1u << TIDE_DTYPE_F64))
+#define A_NUM   (A_FLOAT | (1u << TIDE_DTYPE_I32) | (1u << TIDE_DTYPE_I64) | (1u << TIDE_DTYPE_U8))
+#define A_ALL   (A_NUM | (1u << TIDE_DTYPE_BOOL))
+
+#define ELEMWISE TIDE_OPF_ELEMWISE
+#define COMMUTE  TIDE_OPF_COMMUTE
+#define INPLACE  TIDE_OPF_INPLACE
+#define REDUCE   TIDE_OPF_REDUCE
+#define RANDOM   TIDE_OPF_RANDOM
+#define NOINPUT  TIDE_OPF_NOINPUT
+#define VARIADIC TIDE_OPF_VARIADIC
+
+/* -- dtype rules ----------------------------------------------------------------------- */
+
+static int category(int32_t d) { return d == TIDE_DTYPE_BOOL ? 0 : tide_dtype_is_float(d) ? 2 : 1; }
+
+/* PyTorch's result_type: tensors with dimensions decide, 0-d tensors and then
+ * wrapped host numbers only when they are of a higher category (bool < int < float). */
+static int32_t promote_inputs(const tide_opcall * c, int32_t first, int32_t last) {
+    int32_t dim = -1, zero = -1, wrapped = -1;
+    for (int32_t i = first; i <= last; i++) {
+        const tide_tensor * t = c->in[i];
+        int32_t * slot = (t->flags & TIDE_TENSOR_WRAPPED_NUMBER) ? &wrapped : t->ndim == 0 ? &zero : &dim;
+        *slot = *slot < 0 ? t->dtype_id : tide_dtype_promote(*slot, t->dtype_id);
+    }
+    int32_t r = dim;
+    if (zero >= 0 && (r < 0 || category(zero) > category(r))) r = zero;
+    if (wrapped >= 0 && (r < 0 || category(wrapped) > category(r))) {
+        switch (category(wrapped)) {
+        case 2:  r = TIDE_DTYPE_F32; break;  /* the default float dtype */
+        case 1:  r = TIDE_DTYPE_I64; break;
+        default: r = TIDE_DTYPE_BOOL; break;
+        }
+    }
+    return r;
+}
+
+static int32_t requested(const tide_opcall * c, int32_t fallback) { return c->p.dtype >= 0 ? c->p.dtype : fallback; }
+
+#define RULE(name) static tide_status dt_##name(tide_opcall * c, int32_t * o)
+RULE(SAME)    { o[0] = c->in[0]->dtype_id; c->compute_dtype = o[0]; return TIDE_OK; }
+RULE(PROMOTE) { o[0] = promote_inputs(c, 0, c->n_in - 1); c->compute_dtype = o[0]; return TIDE_OK; }
+RULE(FLOAT) {
+    int32_t d = c->p.dtype >= 0 ? c->p.dtype : promote_inputs(c, 0, c->n_in - 1);
+    o[0] = tide_dtype_is_float(d) ? d : TIDE_DTYPE_F32;
+    c->compute_dtype = o[0];
+    return TIDE_OK;
+}
+RULE(CMP)     { c->compute_dtype = promote_inputs(c, 0, c->n_in - 1); o[0] = TIDE_DTYPE_BOOL; return TIDE_OK; }
+RULE(LOGICAL) { c->compute_dtype = TIDE_DTYPE_BOOL; o[0] = TIDE_DTYPE_BOOL; return TIDE_OK; }
+RULE(PARAM)   { o[0] = requested(c, TIDE_DTYPE_F32); c->compute_dtype = o[0]; return TIDE_OK; }
+RULE(PARAM_I64) { o[0] = requested(c, TIDE_DTYPE_I64); c->compute_dtype = o[0]; return TIDE_OK; }
+RULE(SUM) {
+    int32_t d = promote_inputs(c, 0, 0);
+    o[0] = requested(c, category(d) == 2 ? d : TIDE_DTYPE_I64);
+    c->compute_dtype = o[0];
+    return TIDE_OK;
+}
+RULE(INDEX)  { c->compute_dtype = c->in[0]->dtype_id; o[0] = TIDE_DTYPE_I64; return TIDE_OK; }
+RULE(VALIDX) { c->compute_dtype = o[0] = c->in[0]->dtype_id; o[1] = TIDE_DTYPE_I64; return TIDE_OK; }
+RULE(WHERE)  { o[0] = promote_inputs(c, 1, 2); c->compute_dtype = o[0]; return TIDE_OK; }
+RULE(COPY) {
+    /* a copy into a given tensor converts to its dtype, whatever it is (copy_) */
+    o[0] = c->out[0] ? c->out[0]->dtype_id : requested(c, c->in[0]->dtype_id);
+    c->compute_dtype = o[0];
+    return TIDE_OK;
+}
+#undef RULE
+
+/* -- the op table ------------------------------------------------------------------------ */
+
+typedef struct {
+    tide_op_def def;
+    uint32_t    accepts;
+    const char * shape_rule_name;
+} op_entry;
+
+static const op_entry ops[] = {
+#define X(name, nin, nout, dt, acc, sh, fl, par) \
+    {{#name, par, nin, nout, (uint32_t)(fl), dt_##dt, tide_shape_##sh, tide_cpu_##name}, acc, #sh},
+#include "ops.def"
+#undef X
+};
+
+enum { N_OPS = sizeof ops / sizeof ops[0] };
+
+int32_t tide_op_count(void) { return N_OPS; }
+
+int32_t tide_op_find(const char * name) {
+    if (!name) return -1;
+    for (int32_t i = 0; i < N_OPS; i++)
+        if (strcmp(ops[i].def.name, name) == 0) return i;
+    return -1;
+}
+
+const tide_op_def * tide_op_def_get(int32_t op) { return op >= 0 && op < N_OPS ? &ops[op].def : NULL; }
+const char *        tide_op_name(int32_t op) { return op >= 0 && op < N_OPS ? ops[op].def.name : "?"; }
+
+tide_status tide_op_get_info(int32_t op, tide_op_info * out) {
+    if (op < 0 || op >= N_OPS) return tide_error_set(TIDE_E_VALUE, "op_info: no op has id %d", op);
+    const tide_op_def * d = &ops[op].def;
+    *out = (tide_op_info){d->name, d->params, d->n_in, d->n_out, d->flags, d->cpu != NULL};
+    return TIDE_OK;
+}
+
+/* -- shared shape rules ------------------------------------------------------------------ */
+
+tide_status tide_broadcast_shape(const char * op, tide_tensor * const * ts, int32_t n, int32_t * ndim, int64_t * sizes) {
+    int32_t nd = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (ts[i]->ndim > nd) nd = ts[i]->ndim;
+    for (int32_t d = 0; d < nd; d++) sizes[d] = 1;
+    for (int32_t i = 0; i < n; i++) {
+        const tide_tensor * t = ts[i];
+        for (int32_t j = 0; j < t->ndim; j++) {
+            int32_t d = nd - t->ndim + j;
+            int64_t s = t->sizes[j];
+            if (s == sizes[d] || s == 1) continue;
+            if (sizes[d] == 1) {
+                sizes[d] = s;
+                continue;
+            }
+            char a[128], b[128];
+            int32_t other = 0;   /* the earlier input that set this size */
+            for (int32_t k = 0; k < i; k++) {
+                int32_t kj = ts[k]->ndim - nd + d;
+                if (kj >= 0 && ts[k]->sizes[kj] == sizes[d]) { other = k; break; }
+            }
+            return tide_error_set(TIDE_E_SHAPE, "%s: shapes %s and %s cannot be broadcast: size %lld ~= %lld at dimension %d",
+                                  op, tide_shape_str(ts[other], a, sizeof a), tide_shape_str(t, b, sizeof b),
+                                  (long long)sizes[d], (long long)s, d + 1);
+        }
+    }
+    *ndim = nd;
+    return TIDE_OK;
+}
+
+tide_status tide_shape_bcast(tide_opcall * c, tide_shape_out * o) {
+    return tide_broadcast_shape(tide_op_name(c->op), c->in, c->n_in, &o->ndim[0], o->sizes[0]);
+}
+
+tide_status tide_shape_first(tide_opcall * c, tide_shape_out * o) {
+    o->ndim[0] = c->in[0]->ndim;
+    memcpy(o->sizes[0], c->in[0]->sizes, sizeof o->sizes[0]);
+    return TIDE_OK;
+}
+
+/* Shape of the first input; ints[0] is a dim of it, normalised in place. */
+tide_status tide_shape_first_dim(tide_opcall * c, tide_shape_out * o) {
+    int32_t d;
+    TIDE_CHECK(tide_wrap_dim(tide_op_name(c->op), c->p.n_ints ? c->p.ints[0] : -1, c->in[0]->ndim, &d));
+    c->p.ints[0] = d;
+    c->p.n_ints  = 1;
+    return tide_shape_first(c, o);
+}
+
+/* x's shape; the mask (input 2) must broadcast to it. */
+tide_status tide_shape_masked(tide_opcall * c, tide_shape_out * o) {
+    int32_t nd = 0;
+    int64_t s[TIDE_MAX_DIMS];
+    TIDE_CHECK(tide_broadcast_shape(tide_op_name(c->op), c->in, 2, &nd, s));
+    const tide_tensor * x = c->in[0];
+    if (nd != x->ndim || memcmp(s, x->sizes, (size_t)nd * sizeof *s) != 0) {
+        char a[128], b[128];
+        return tide_error_set(TIDE_E_SHAPE, "%s: mask of shape %s does not broadcast to the input's shape %s",
+                              tide_op_name(c->op), tide_shape_str(c->in[1], a, sizeof a), tide_shape_str(x, b, sizeof b));
+    }
+    return tide_shape_first(c, o);
+}
+
+/* Sizes given in params.ints (creation ops: full, rand, eye as [n,m], randperm as [n]). */
+tide_status tide_shape_sizes(tide_opcall * c, tide_shape_out * o) {
+    if (c->p.n_ints < 0 || c->p.n_ints > TIDE_MAX_DIMS)
+        return tide_error_set(TIDE_E_SHAPE, "%s: %d sizes given, at most %d dimensions are supported",
+                              tide_op_name(c->op), c->p.n_ints, TIDE_MAX_DIMS);
+    for (int32_t i = 0; i < c->p.n_ints; i++)
+        if (c->p.ints[i] < 0)
+            return tide_error_set(TIDE_E_SHAPE, "%s: size %lld of dimension %d is negative",
+                                  tide_op_name(c->op), (long long)c->p.ints[i], i + 1);
+    o->ndim[0] = c->p.n_ints;
+    memcpy(o->sizes[0], c->p.ints, (size_t)c->p.n_ints * sizeof(int64_t));
+    return TIDE_OK;
+}
+
+/* Reduction over params.ints dims (none given: all), normalised and sorted in
+ * place; keepdim keeps them as size 1. */
+tide_status tide_shape_reduce(tide_opcall * c, tide_shape_out * o) {
+    const tide_tensor * x = c->in[0];
+    const char *        op = tide_op_name(c->op);
+    bool reduced[TIDE_MAX_DIMS] = {0};
+    if (c->p.n_ints > TIDE_MAX_DIMS)
+        return tide_error_set(TIDE_E_INDEX, "%s: %d dimensions given for a %d-d tensor", op, c->p.n_ints, x->ndim);
+    if (c->p.n_ints == 0) {
+        for (int32_t d = 0; d < x->ndim; d++) reduced[d] = true;
+    }
+    for (int32_t i = 0; i < c->p.n_ints; i++) {
+        int32_t d;
+        TIDE_CHECK(tide_wrap_dim(op, c->p.ints[i], x->ndim, &d));
+        if (x->ndim == 0) continue;
+        if (reduced[d]) return tide_error_set(TIDE_E_INDEX, "%s: dimension %d is repeated", op, d + 1);
+        reduced[d] = true;
+    }
+    int32_t n = 0, k = 0;
+    for (int32_t d = 0; d < x->ndim; d++) {
+        if (reduced[d]) {
+            c->p.ints[k++] = d;
+            if (c->p.keepdim) o->sizes[0][n++] = 1;
+        } else {
+            o->sizes[0][n++] = x->sizes[d];
+        }
+    }
+    c->p.n_ints = k;
+    o->ndim[0]  = n;
+    for (int32_t i = 1; i < c->n_out; i++) {
+        o->ndim[i] = n;
+        memcpy(o->sizes[i], o->sizes[0], sizeof o->sizes[0]);
+    }
+    return TIDE_OK;
+}
+
+/* Reduction over one dim ints[0], or over all elements when no dim is given. */
+tide_status tide_shape_reduce_one(tide_opcall * c, tide_shape_out * o) {
+    if (c->p.n_ints > 1)
+        return tide_error_set(TIDE_E_INDEX, "%s: takes one dimension, %d given", tide_op_name(c->op), c->p.n_ints);
+    return tide_shape_reduce(c, o);
+}
+
+/* -- dispatch ------------------------------------------------------------------------------ */
+
+static tide_status run_kernel(void * ctx) {
+    const tide_opcall * c = ctx;
+    return ops[c->op].def.cpu(c);
+}
+
+static void free_call(void * ctx) {
+    tide_opcall * c = ctx;
+    for (int32_t i = 0; i < c->n_in; i++) tide_tensor_release(c->in[i]);
+    for (int32_t i = 0; i < c->n_out; i++) tide_tensor_release(c->out[i]);
+    free(c);
+}
+
+static bool same_view(const tide_tensor * a, const tide_tensor * b) {
+    return a->storage == b->storage && a->offset == b->offset && a->ndim == b->ndim && a->dtype_id == b->dtype_id &&
+           memcmp(a->sizes, b->sizes, (size_t)a->ndim * sizeof(int64_t)) == 0 &&
+           memcmp(a->strides, b->strides, (size_t)a->ndim * sizeof(int64_t)) == 0;
+}
+
+/* Whether writing `out` while reading the inputs could read an element after it
+ * was overwritten. Identical views are safe for elementwise ops and for the first
+ * input of ops that declare INPLACE; any other sharing of storage is not. */
+static bool needs_temp(const op_entry * e, const tide_opcall * c, const tide_tensor * out) {
+    for (int32_t i = 0; i < c->n_in; i++) {
+        const tide_tensor * t = c->in[i];
+        if (t->storage != out->storage || t->nelem == 0) continue;
+        bool identical = same_view(t, out);
+        if (identical && (e->def.flags & TIDE_OPF_ELEMWISE)) continue;
+        if (identical && i == 0 && (e->def.flags & TIDE_OPF_INPLACE)) continue;
+        return true;
+    }
+    return false;
+}
+
+static bool can_cast(int32_t from, int32_t to) { return category(from) <= category(to); }
+
+static tide_status check_out(const op_entry * e, const tide_opcall * c, const tide_shape_out * shp, int32_t dtype,
+                             const tide_tensor * out) {
+    const char * op = e->def.name;
+    char a[128], b[128];
+    bool ok;
+    if (e->def.flags & TIDE_OPF_ELEMWISE) {  /* the result may broadcast to the destination */
+        ok = shp->ndim[0] <= out->ndim;
+        for (int32_t i = 0; ok && i < shp->ndim[0]; i++) {
+            int64_t s = shp->sizes[0][i], d = out->sizes[out->ndim - shp->ndim[0] + i];
+            ok = s == d || s == 1;
+        }
+    } else {
+        ok = shp->ndim[0] == out->ndim && memcmp(shp->sizes[0], out->sizes, (size_t)out->ndim * sizeof(int64_t)) == 0;
+    }
+    if (!ok)
+        return tide_error_set(TIDE_E_SHAPE, "%s: the result of shape %s cannot be written into a tensor of shape %s", op,
+                              tide_dims_str(shp->ndim[0], shp->sizes[0], a, sizeof a), tide_shape_str(out, b, sizeof b));
+    if (!can_cast(dtype, out->dtype_id))
+        return tide_error_set(TIDE_E_DTYPE, "%s: the result of dtype %s cannot be written into a tensor of dtype %s", op,
+                              tide_dtype_name(dtype), tide_dtype_name(out->dtype_id));
+    if (c->n_in && (out->device.type != c->in[0]->device.type || out->device.index != c->in[0]->device.index))
+        return tide_error_set(TIDE_E_DEVICE, "%s: the destination is on another device than the inputs", op);
+    return TIDE_OK;
+}
+
+static tide_status validate_inputs(const op_entry * e, int32_t op, tide_tensor * const * inputs, int32_t n_in) {
+    const char * name = e->def.name;
+    if (e->def.n_in >= 0 && n_in != e->def.n_in)
+        return tide_error_set(TIDE_E_VALUE, "%s: takes %d tensor inputs, %d given", name, e->def.n_in, n_in);
+    if (e->def.n_in < 0 && (n_in < 1 || n_in > TIDE_OP_MAX_IN))
+        return tide_error_set(TIDE_E_VALUE, "%s: takes 1 to %d tensors, %d given", name, TIDE_OP_MAX_IN, n_in);
+    for (int32_t i = 0; i < n_in; i++) {
+        if (!inputs[i]) return tide_error_set(TIDE_E_VALUE, "%s: input %d is NULL", name, i + 1);
+        if (inputs[i]->device.type != inputs[0]->device.type || inputs[i]->device.index != inputs[0]->device.index) {
+            char a[32], b[32];
+            return tide_error_set(TIDE_E_DEVICE, "%s: input %d is on %s but input 1 is on %s", name, i + 1,
+                                  tide_device_format(inputs[i]->device, a, sizeof a),
+                                  tide_device_format(inputs[0]->device, b, sizeof b));
+        }
+    }
+    (void)op;
+    return TIDE_OK;
+}
+
+tide_status tide_op_call(int32_t op, tide_tensor * const * inputs, int32_t n_in, const tide_op_params * params,
+                         tide_tensor ** outputs, tide_tensor * out) {
+    if (op < 0 || op >= N_OPS) return tide_error_set(TIDE_E_VALUE, "op_call: no op has id %d", op);
+    const op_entry * e = &ops[op];
+    TIDE_CHECK(validate_inputs(e, op, inputs, n_in));
+    if (out && e->def.n_out != 1)
+        return tide_error_set(TIDE_E_VALUE, "%s: has %d results and cannot write into one given tensor", e->def.name,
+                              e->def.n_out);
+
+    tide_opcall c;
+    c.op    = op;
+    c.n_in  = n_in;
+    c.n_out = e->def.n_out;
+    if (n_in) memcpy(c.in, inputs, (size_t)n_in * sizeof *inputs);
+    c.out[0] = out;
+    c.rng_seed = c.rng_offset = 0;
+    if (params) {
+        c.p = *params;
+    } else {
+        memset(&c.p, 0, sizeof c.p);
+        c.p.dtype = -1;
+    }
+    if (c.p.dtype >= TIDE_DTYPE_COUNT || c.p.dtype < -1)
+        return tide_error_set(TIDE_E_DTYPE, "%s: unknown dtype %d", e->def.name, c.p.dtype);
+
+    int32_t dtypes[TIDE_OP_MAX_OUT];
+    TIDE_CHECK(e->def.dtype_rule(&c, dtypes));
+    c.compute_dtype = tide_dtype_compute(c.compute_dtype);
+    if (!(e->accepts & (1u << c.compute_dtype)))
+        return tide_error_set(TIDE_E_DTYPE, "%s: dtype %s is not supported", e->def.name,
+                              tide_dtype_name(n_in ? promote_inputs(&c, 0, n_in - 1) : c.compute_dtype));
+    if (!e->def.shape_rule)
+        return tide_error_set(TIDE_E_INTERNAL, "%s: shape rule '%s' is not linked in", e->def.name, e->shape_rule_name);
+    if (!e->def.cpu)
+        return tide_error_set(TIDE_E_DEVICE, "%s: no kernel for device cpu in this build", e->def.name);
+    tide_shape_out shp;
+    TIDE_CHECK(e->def.shape_rule(&c, &shp));
+
+    tide_tensor * final_out = NULL;   /* set when the result goes through a temporary */
+    if (out) {
+        TIDE_CHECK(check_out(e, &c, &shp, dtypes[0], out));
+        if (needs_temp(e, &c, out)) {
+            final_out = out;
+            out       = NULL;
+        }
+    }
+    tide_device dev = n_in ? inputs[0]->device : out ? out->device : (tide_device){TIDE_DEVICE_CPU, -1};
+    for (int32_t i = 0; i < c.n_out; i++) {
+        if (out) {
+            tide_tensor_retain(out);
+            c.out[i] = out;
+            continue;
+        }
+        int32_t dt = dtypes[i];
+        c.out[i] = final_out ? tide_tensor_empty(final_out->ndim, final_out->sizes, final_out->dtype_id, dev)
+                             : tide_tensor_empty(shp.ndim[i], shp.sizes[i], dt, dev);
+        if (!c.out[i]) {
+            for (int32_t j = 0; j < i; j++) tide_tensor_release(c.out[j]);
+            return TIDE_E_OOM;
+        }
+    }
+    if (e->def.flags & TIDE_OPF_RANDOM) tide_rng_reserve((uint64_t)c.out[0]->nelem, &c.rng_seed, &c.rng_offset);
+
+    tide_opcall * heap = malloc(sizeof *heap);
+    if (!heap) {
+        for (int32_t i = 0; i < c.n_out; i++) tide_tensor_release(c.out[i]);
+        return tide_error_set(TIDE_E_OOM, "%s: out of memory for the op record", e->def.name);
+    }
+    *heap = c;
+    tide_storage * reads[TIDE_OP_MAX_IN], * writes[TIDE_OP_MAX_OUT];
+    for (int32_t i = 0; i < n_in; i++) {
+        tide_tensor_retain(c.in[i]);
+        reads[i] = c.in[i]->storage;
+    }
+    for (int32_t i = 0; i < c.n_out; i++) {
+        tide_tensor_retain(c.out[i]);
+        writes[i] = c.out[i]->storage;
+        outputs[i] = c.out[i];   /* the caller's reference */
+    }
+    tide_status st = tide_engine_push(run_kernel, heap, free_call, reads, n_in, writes, c.n_out, dev);
+    if (st != TIDE_OK) {
+        for (int32_t i = 0; i < c.n_out; i++) tide_tensor_release(outputs[i]);
+        return st;
+    }
+    if (final_out) {   /* copy the temporary into the destination */
+        tide_tensor * tmp = outputs[0], * res[1];
+        st = tide_op_call(TIDE_OP_copy, &tmp, 1, NULL, res, final_out);
+        tide_tensor_release(tmp);
+        if (st != TIDE_OK) return st;
+        outputs[0] = res[0];
+    }
+    return TIDE_OK;
+}
