@@ -708,6 +708,17 @@ function methods.unsqueeze(t, dim)
   return view_result(C.tide_tensor_unsqueeze(t, dim > 0 and dim - 1 or dim))
 end
 
+--- as_strided(sizes, strides, offset): a view with explicit strides and a 0-based storage offset.
+function methods.as_strided(t, sizes, strides, offset)
+  local n = fill_sizes(sizes, "as_strided")
+  if type(strides) ~= "table" or #strides ~= n then
+    fail(string.format("as_strided: %d sizes but %s strides", n, type(strides) == "table" and #strides or "no"))
+  end
+  local st = ffi.new("int64_t[8]")
+  for i = 1, n do st[i - 1] = strides[i] end
+  return view_result(C.tide_tensor_as_strided(t, n, sizebuf, st, offset or tonumber(t.offset)))
+end
+
 --- split(size, dim): views of `size` elements along dim (the last may be smaller),
 -- or, with a table of sizes, views of those sizes.
 function methods.split(t, size, dim)

@@ -1,0 +1,104 @@
+--- spec helpers shared by the specs: comparing tensors with expected values
+-- (nested tables or tensors) within a tolerance, and sweeping layouts
+-- (contiguous, transposed, strided, broadcast, empty, 0-d) of the same values.
+local tide = require "tide"
+
+local H = {}
+
+local function flat(x, out)
+  out = out or {}
+  if type(x) == "table" then
+    for i = 1, #x do flat(x[i], out) end
+  elseif type(x) == "boolean" then
+    out[#out + 1] = x and 1 or 0
+  else
+    out[#out + 1] = x
+  end
+  return out
+end
+H.flat = flat
+
+local function shape_of(x)
+  local s = {}
+  while type(x) == "table" do s[#s + 1] = #x; x = x[1] end
+  return s
+end
+
+--- Asserts that tensor t has the given shape and values close to `expected`
+-- (a nested table, a number or a tensor): |a - e| <= atol + rtol * |e|, NaN equal to NaN.
+function H.close(t, expected, rtol, atol, msg)
+  rtol, atol = rtol or 1e-6, atol or 1e-7
+  assert(tide.is_tensor(t), "expected a tensor, got " .. type(t))
+  local exp_shape, exp_vals
+  if tide.is_tensor(expected) then
+    exp_shape, exp_vals = expected:shape(), flat(expected:totable())
+  elseif type(expected) == "table" then
+    exp_shape, exp_vals = shape_of(expected), flat(expected)
+  else
+    exp_shape, exp_vals = {}, { expected }
+  end
+  local got_shape = t:shape()
+  if table.concat(got_shape, ",") ~= table.concat(exp_shape, ",") then
+    error(string.format("%sshape [%s] ~= expected [%s]", msg and (msg .. ": ") or "",
+      table.concat(got_shape, ","), table.concat(exp_shape, ",")), 2)
+  end
+  local got = flat(t:totable())
+  for i = 1, #exp_vals do
+    local a, e = got[i], exp_vals[i]
+    local ok = (a ~= a and e ~= e) or a == e or math.abs(a - e) <= atol + rtol * math.abs(e)
+    if not ok then
+      error(string.format("%selement %d: got %.17g, expected %.17g", msg and (msg .. ": ") or "", i, a, e), 2)
+    end
+  end
+  return true
+end
+
+--- Asserts exact equality of values and shape.
+function H.equal(t, expected, msg) return H.close(t, expected, 0, 0, msg) end
+
+--- The same values as t in several layouts: contiguous, a non-contiguous copy
+-- (built transposed and transposed back) and a strided one (every other column
+-- of a wider tensor). Returns a table name -> tensor.
+function H.layouts(t)
+  local r = { contiguous = t:clone() }
+  if t:dim() >= 2 then
+    r.transposed = t:transpose(1, 2):clone():transpose(1, 2)
+  end
+  if t:dim() >= 1 then
+    local shape = t:shape()
+    shape[#shape] = shape[#shape] * 2
+    local wide = tide.zeros(shape, t:dtype())
+    local st = wide:stride()
+    st[#st] = 2
+    r.strided = wide:as_strided(t:shape(), st, 0)
+    r.strided:copy_(t)
+  end
+  return r
+end
+
+--- Deterministic pseudo-random numbers in [lo, hi) for reference data (no tide RNG).
+function H.values(n, lo, hi, seed)
+  local x = seed or 12345
+  local r = {}
+  for i = 1, n do
+    x = (x * 1103515245 + 12345) % 2147483648
+    r[i] = lo + (hi - lo) * (x / 2147483648)
+  end
+  return r
+end
+
+--- A table of n values reshaped into nested tables of `shape`.
+function H.nest(vals, shape)
+  local pos = 0
+  local function build(d)
+    local r = {}
+    for i = 1, shape[d] do
+      if d == #shape then pos = pos + 1; r[i] = vals[pos] else r[i] = build(d + 1) end
+    end
+    return r
+  end
+  if #shape == 0 then return vals[1] end
+  return build(1)
+end
+
+return H
