@@ -15,7 +15,7 @@ local function shape_str(t)
 end
 
 local function footer(t)
-  local dev = ffi.string(C.tide_device_format(t.device, ffi.new("char[32]"), 32))
+  local dev = ffi.string(C.tide_device_format(t.dev, ffi.new("char[32]"), 32))
   return string.format("[tide.Tensor of dtype %s, shape %s on %s]", ffi.string(C.tide_dtype_name(t.dtype_id)),
     shape_str(t), dev)
 end

@@ -49,6 +49,7 @@ ffi.metatype("struct tide_tensor", mt)
 -- options table or dtype string. Returns sizes, dtype id, options.
 local function creation_args(name, ...)
   local n = select("#", ...)
+  while n > 0 and select(n, ...) == nil do n = n - 1 end
   local last = n > 0 and select(n, ...) or nil
   local opts
   if type(last) == "string" then

@@ -503,7 +503,7 @@ function methods.storage_offset(t) return tonumber(t.offset) end
 function methods.is_contiguous(t) return C.tide_tensor_is_contiguous(t) ~= 0 end
 function methods.is_floating_point(t) return C.tide_dtype_is_float(t.dtype_id) ~= 0 end
 local devbuf = ffi.new("char[32]")
-function methods.device(t) return ffi.string(C.tide_device_format(t.device, devbuf, 32)) end
+function methods.device(t) return ffi.string(C.tide_device_format(t.dev, devbuf, 32)) end
 
 -- -- reading values ---------------------------------------------------------------------------
 
@@ -557,12 +557,12 @@ end
 
 --- A contiguous copy.
 function methods.clone(t)
-  return wrap(C.tide_tensor_to(t, -1, t.device, 1), fresh_bytes(t))
+  return wrap(C.tide_tensor_to(t, -1, t.dev, 1), fresh_bytes(t))
 end
 
 --- to(dtype) or to(device) or to(dtype, device): t itself when nothing changes.
 function methods.to(t, a, b)
-  local dtype, dev = -1, t.device
+  local dtype, dev = -1, t.dev
   for _, x in ipairs { a, b } do
     if type(x) == "string" then
       local d = C.tide_dtype_from_name(x)

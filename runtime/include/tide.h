@@ -127,7 +127,7 @@ typedef struct tide_tensor {
     int32_t        dtype_id;                /* tide_dtype */
     int32_t        refcount;                /* atomic; use retain/release */
     uint32_t       flags;                   /* TIDE_TENSOR_* */
-    tide_device    device;
+    tide_device    dev;                     /* where the storage lives */
 } tide_tensor;
 
 void          tide_tensor_retain(tide_tensor * t);

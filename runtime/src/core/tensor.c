@@ -21,7 +21,7 @@ tide_tensor * tide_tensor_alloc_header(tide_storage * s, int32_t dtype) {
     t->storage  = s;
     t->dtype_id = dtype;
     t->refcount = 1;
-    t->device   = s->device;
+    t->dev   = s->device;
     return t;
 }
 
@@ -530,7 +530,7 @@ tide_tensor * tide_tensor_as_strided(tide_tensor * t, int32_t ndim, const int64_
 tide_tensor * tide_tensor_to(tide_tensor * t, int32_t dtype, tide_device dev, int32_t copy) {
     if (dtype < 0) dtype = t->dtype_id;
     if (!valid_dtype("to", dtype)) return NULL;
-    if (!copy && dtype == t->dtype_id && dev.type == t->device.type && dev.index == t->device.index) {
+    if (!copy && dtype == t->dtype_id && dev.type == t->dev.type && dev.index == t->dev.index) {
         tide_tensor_retain(t);
         return t;
     }
@@ -550,5 +550,5 @@ tide_tensor * tide_tensor_contiguous(tide_tensor * t) {
         tide_tensor_retain(t);
         return t;
     }
-    return tide_tensor_to(t, t->dtype_id, t->device, 1);
+    return tide_tensor_to(t, t->dtype_id, t->dev, 1);
 }

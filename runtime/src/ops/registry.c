@@ -303,7 +303,7 @@ static tide_status check_out(const op_entry * e, const tide_opcall * c, const ti
     if (!can_cast(dtype, out->dtype_id))
         return tide_error_set(TIDE_E_DTYPE, "%s: the result of dtype %s cannot be written into a tensor of dtype %s", op,
                               tide_dtype_name(dtype), tide_dtype_name(out->dtype_id));
-    if (c->n_in && (out->device.type != c->in[0]->device.type || out->device.index != c->in[0]->device.index))
+    if (c->n_in && (out->dev.type != c->in[0]->dev.type || out->dev.index != c->in[0]->dev.index))
         return tide_error_set(TIDE_E_DEVICE, "%s: the destination is on another device than the inputs", op);
     return TIDE_OK;
 }
@@ -316,11 +316,11 @@ static tide_status validate_inputs(const op_entry * e, int32_t op, tide_tensor *
         return tide_error_set(TIDE_E_VALUE, "%s: takes 1 to %d tensors, %d given", name, TIDE_OP_MAX_IN, n_in);
     for (int32_t i = 0; i < n_in; i++) {
         if (!inputs[i]) return tide_error_set(TIDE_E_VALUE, "%s: input %d is NULL", name, i + 1);
-        if (inputs[i]->device.type != inputs[0]->device.type || inputs[i]->device.index != inputs[0]->device.index) {
+        if (inputs[i]->dev.type != inputs[0]->dev.type || inputs[i]->dev.index != inputs[0]->dev.index) {
             char a[32], b[32];
             return tide_error_set(TIDE_E_DEVICE, "%s: input %d is on %s but input 1 is on %s", name, i + 1,
-                                  tide_device_format(inputs[i]->device, a, sizeof a),
-                                  tide_device_format(inputs[0]->device, b, sizeof b));
+                                  tide_device_format(inputs[i]->dev, a, sizeof a),
+                                  tide_device_format(inputs[0]->dev, b, sizeof b));
         }
     }
     (void)op;
@@ -373,7 +373,7 @@ tide_status tide_op_call(int32_t op, tide_tensor * const * inputs, int32_t n_in,
             out       = NULL;
         }
     }
-    tide_device dev = n_in ? inputs[0]->device : out ? out->device : (tide_device){TIDE_DEVICE_CPU, -1};
+    tide_device dev = n_in ? inputs[0]->dev : out ? out->dev : (tide_device){TIDE_DEVICE_CPU, -1};
     for (int32_t i = 0; i < c.n_out; i++) {
         if (out) {
             tide_tensor_retain(out);

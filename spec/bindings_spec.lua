@@ -1,0 +1,47 @@
+-- bindings_spec: the FFI declarations generated from tide.h match the C
+-- compiler's layout of every public struct (checked against tools/abi_probe.c),
+-- and the op registry seen from Lua has a kernel for every op.
+local ffi = require "ffi"
+local tide = require "tide"
+local B = require "bindings.ffi"
+
+local function probe_path()
+  local lib = os.getenv("TIDE_LIBRARY")
+  return lib and lib:gsub("libtide%.so$", "tide_abi_probe")
+end
+
+describe("bindings", function()
+  it("lay out the public structs as the C compiler does", function()
+    local path = probe_path()
+    assert.truthy(path, "TIDE_LIBRARY is not set: run the specs through build/tide")
+    local p = assert(io.popen(path))
+    local n = 0
+    for line in p:lines() do
+      local kind, a, b, c = line:match("^(%S+) (%S+) (%S+) ?(%S*)")
+      if kind == "sizeof" then
+        assert.are.equal(tonumber(b), ffi.sizeof(a), "sizeof " .. a)
+      else
+        assert.are.equal(tonumber(c), ffi.offsetof(a, b), "offsetof " .. a .. "." .. b)
+      end
+      n = n + 1
+    end
+    p:close()
+    assert.is_true(n > 20)
+  end)
+
+  it("has a CPU kernel for every op of the registry", function()
+    local info = ffi.new("tide_op_info")
+    local missing = {}
+    for i = 0, B.C.tide_op_count() - 1 do
+      B.C.tide_op_get_info(i, info)
+      if info.has_cpu == 0 then missing[#missing + 1] = ffi.string(info.name) end
+    end
+    assert.are.same({}, missing)
+  end)
+
+  it("gives each Lua-visible op a function", function()
+    for _, name in ipairs { "add", "matmul", "sum", "gather", "cat", "softmax", "where", "exp" } do
+      assert.are.equal("function", type(tide[name]), name)
+    end
+  end)
+end)
