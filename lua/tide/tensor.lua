@@ -81,12 +81,23 @@ M.run = run
 function M.ins_set(i, t) ins[i] = t end
 
 -- A Lua number or boolean as a 0-d "wrapped number" tensor (weak in type promotion).
+-- They are immutable, so the ones made recently are kept and reused: loops
+-- that write `x * 2 + 1` then make no tensor for the constants.
 local floor = math.floor
+local scalar_cache, scalar_count = {}, 0
 local function scalar(x)
+  local hit = scalar_cache[x]
+  if hit then return hit end
   local d = type(x) == "boolean" and BOOL or (x == floor(x) and x > -2^53 and x < 2^53) and I64 or F64
   local v = x
   if type(x) == "boolean" then v = x and 1 or 0 end
-  return wrap(C.tide_tensor_scalar(v, d))
+  local t = wrap(C.tide_tensor_scalar(v, d))
+  if x == x and not (x == 0 and 1 / x < 0) then   -- NaN cannot be a key; -0 would meet 0
+    if scalar_count >= 256 then scalar_cache, scalar_count = {}, 0 end
+    scalar_cache[x] = t
+    scalar_count = scalar_count + 1
+  end
+  return t
 end
 M.scalar = scalar
 
@@ -758,8 +769,6 @@ function methods.unbind(t, dim)
 end
 
 --- Releases t's memory now instead of at the next collection; t must not be used after.
-function methods.free(t)
-  C.tide_tensor_release(ffi.gc(t, nil))
-end
+function methods.free(t) B.free(t) end
 
 return M

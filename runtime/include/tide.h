@@ -128,10 +128,13 @@ typedef struct tide_tensor {
     int32_t        refcount;                /* atomic; use retain/release */
     uint32_t       flags;                   /* TIDE_TENSOR_* */
     tide_device    dev;                     /* where the storage lives */
+    int64_t        tag;                     /* the binding's own: the Lua registry slot */
 } tide_tensor;
 
 void          tide_tensor_retain(tide_tensor * t);
 void          tide_tensor_release(tide_tensor * t);  /* NULL is a no-op */
+/* Releases n tensors (NULL entries are skipped): one call for a batch. */
+void          tide_tensor_release_many(tide_tensor ** ts, int64_t n);
 
 /* A new contiguous tensor with uninitialised contents. sizes may be NULL when
  * ndim is 0. Fails on negative sizes, ndim > TIDE_MAX_DIMS, overflow or OOM. */

@@ -17,7 +17,14 @@ typedef struct block { struct block * next; } block;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static block *         free_lists[N_CLASSES];
-static tide_mem_stats  stats;
+static tide_mem_stats  stats;            /* under lock, except the counters below */
+
+/* Small blocks (the common case of many tiny tensors) first go through a cache
+ * per thread, with no lock; the counters they touch are atomics. */
+enum { N_SMALL = 12, SMALL_CACHE_MAX = 256 };
+typedef struct { block * head; int n; } small_cache;
+static _Thread_local small_cache small[N_SMALL];
+static atomic_llong small_in_use, small_cached, small_allocs, small_reused;
 
 /* Class of a request and its rounded size: multiples of 64 up to 512 bytes, then
  * four classes per power of two (at most 25% waste). */
@@ -36,10 +43,34 @@ static int size_class(size_t n, size_t * rounded) {
     return cls < N_CLASSES ? cls : -1;
 }
 
+/* The rounded size of class c (the inverse of size_class). */
+static size_t class_size(int c) {
+    if (c < 8) return (size_t)(c + 1) * 64;
+    int lg = 9 + (c - 8) / 4, sub = (c - 8) % 4 + 1;
+    return (size_t)(4 + sub) << (lg - 2);
+}
+
 void * tide_host_alloc(size_t nbytes, size_t * capacity) {
     size_t rounded;
     int    cls = size_class(nbytes ? nbytes : 1, &rounded);
     void * p   = NULL;
+    if (cls >= 0 && cls < N_SMALL) {
+        small_cache * c = &small[cls];
+        atomic_fetch_add_explicit(&small_allocs, 1, memory_order_relaxed);
+        if (c->head) {
+            p       = c->head;
+            c->head = c->head->next;
+            c->n--;
+            atomic_fetch_add_explicit(&small_cached, -(long long)rounded, memory_order_relaxed);
+            atomic_fetch_add_explicit(&small_reused, 1, memory_order_relaxed);
+        } else {
+            p = aligned_alloc(TIDE_ALIGN, rounded);
+            if (!p) return NULL;
+        }
+        atomic_fetch_add_explicit(&small_in_use, (long long)rounded, memory_order_relaxed);
+        *capacity = rounded;
+        return p;
+    }
     pthread_mutex_lock(&lock);
     stats.n_allocs++;
     if (cls >= 0 && free_lists[cls]) {
@@ -70,6 +101,20 @@ void tide_host_free(void * p, size_t capacity) {
     if (!p) return;
     size_t rounded;
     int    cls = size_class(capacity, &rounded);
+    if (cls >= 0 && cls < N_SMALL && rounded == capacity) {
+        small_cache * c = &small[cls];
+        atomic_fetch_add_explicit(&small_in_use, -(long long)capacity, memory_order_relaxed);
+        if (c->n < SMALL_CACHE_MAX) {
+            block * b = p;
+            b->next   = c->head;
+            c->head   = b;
+            c->n++;
+            atomic_fetch_add_explicit(&small_cached, (long long)capacity, memory_order_relaxed);
+        } else {
+            free(p);
+        }
+        return;
+    }
     pthread_mutex_lock(&lock);
     stats.bytes_in_use -= (int64_t)capacity;
     if (cls >= 0 && rounded == capacity && stats.bytes_cached + (int64_t)capacity <= CACHE_LIMIT) {
@@ -84,6 +129,15 @@ void tide_host_free(void * p, size_t capacity) {
 }
 
 void tide_mem_empty_cache(void) {
+    for (int c = 0; c < N_SMALL; c++) {   /* this thread's small blocks */
+        while (small[c].head) {
+            block * b      = small[c].head;
+            small[c].head  = b->next;
+            atomic_fetch_add_explicit(&small_cached, -(long long)class_size(c), memory_order_relaxed);
+            free(b);
+        }
+        small[c].n = 0;
+    }
     block * all = NULL;
     pthread_mutex_lock(&lock);
     for (int c = 0; c < N_CLASSES; c++) {
@@ -107,4 +161,44 @@ void tide_mem_get_stats(tide_mem_stats * out) {
     pthread_mutex_lock(&lock);
     *out = stats;
     pthread_mutex_unlock(&lock);
+    out->bytes_in_use += atomic_load(&small_in_use);
+    out->bytes_cached += atomic_load(&small_cached);
+    out->n_allocs += atomic_load(&small_allocs);
+    out->n_reused += atomic_load(&small_reused);
+    if (out->bytes_in_use > out->peak_in_use) out->peak_in_use = out->bytes_in_use;  /* small blocks: at least */
+}
+
+/* -- small objects ---------------------------------------------------------------- */
+
+/* Tensor and storage headers come from per-thread free lists in front of malloc,
+ * so creating an op's output makes no malloc call in steady state. */
+enum { OBJ_CACHE_MAX = 1024, OBJ_KINDS = 2 };
+static _Thread_local small_cache obj_cache[OBJ_KINDS];
+
+void * tide_obj_alloc(int kind, size_t size) {
+    small_cache * c = &obj_cache[kind];
+    void * p;
+    if (c->head) {
+        p       = c->head;
+        c->head = c->head->next;
+        c->n--;
+    } else {
+        p = malloc(size);
+        if (!p) return NULL;
+    }
+    memset(p, 0, size);
+    return p;
+}
+
+void tide_obj_free(int kind, void * p) {
+    small_cache * c = &obj_cache[kind];
+    if (!p) return;
+    if (c->n >= OBJ_CACHE_MAX) {
+        free(p);
+        return;
+    }
+    block * b = p;
+    b->next   = c->head;
+    c->head   = b;
+    c->n++;
 }

@@ -38,6 +38,10 @@ enum { TIDE_ALIGN = 64 };
 /* 64-byte aligned host memory from the caching allocator; NULL when out of memory. */
 TIDE_INTERNAL void * tide_host_alloc(size_t nbytes, size_t * capacity);
 TIDE_INTERNAL void   tide_host_free(void * p, size_t capacity);
+/* Zeroed small objects of a fixed size per kind, from a per-thread free list. */
+enum { TIDE_OBJ_TENSOR = 0, TIDE_OBJ_STORAGE = 1 };
+TIDE_INTERNAL void * tide_obj_alloc(int kind, size_t size);
+TIDE_INTERNAL void   tide_obj_free(int kind, void * p);
 
 /* -- storage (core/storage.c) ----------------------------------------------- */
 
@@ -147,11 +151,25 @@ TIDE_INTERNAL tide_status tide_broadcast_shape(const char * op, tide_tensor * co
 
 typedef tide_status (*tide_engine_fn)(void * ctx);
 
-/* Queues fn(ctx) to run on dev once the earlier ops writing any of `reads`,
- * and reading or writing any of `writes`, are done. The engine retains the
- * storages until fn returns; ctx_free(ctx) runs afterwards (may be NULL).
- * If fn fails, every storage of `writes` is poisoned with its message. */
-TIDE_INTERNAL tide_status tide_engine_push(tide_engine_fn fn, void * ctx, void (*ctx_free)(void *),
+/* A unit of work for the engine. ctx may live on the caller's stack: if the
+ * engine runs the task later, it copies ctx_size bytes of it and calls
+ * keep(copy) to retain what it refers to, then drop(copy) after running it. */
+typedef struct tide_engine_task {
+    tide_engine_fn fn;
+    void *         ctx;
+    size_t         ctx_size;
+    void (*keep)(void * ctx);
+    void (*drop)(void * ctx);
+    const char *   name;          /* for errors and traces */
+    int64_t        cost;          /* rough work in elements: small tasks may run inline */
+} tide_engine_task;
+
+/* Queues the task to run on dev once the earlier ops writing any of `reads`,
+ * and reading or writing any of `writes`, are done. A storage may appear in
+ * both sets. If the task fails, or reads a poisoned storage, every storage of
+ * `writes` is poisoned with the message. Returns an error only for failures
+ * known at once (with the naive engine: every failure). */
+TIDE_INTERNAL tide_status tide_engine_push(const tide_engine_task * task,
                                            tide_storage * const * reads, int32_t n_reads,
                                            tide_storage * const * writes, int32_t n_writes,
                                            tide_device dev);

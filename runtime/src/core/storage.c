@@ -13,11 +13,11 @@ tide_storage * tide_storage_new(size_t nbytes, tide_device dev) {
         tide_error_set(TIDE_E_DEVICE, "storage: device type %d has no allocator in this build", dev.type);
         return NULL;
     }
-    tide_storage * s = calloc(1, sizeof *s);
+    tide_storage * s = tide_obj_alloc(TIDE_OBJ_STORAGE, sizeof *s);
     if (!s) goto oom;
     s->data = tide_host_alloc(nbytes, &s->capacity);
     if (!s->data) {
-        free(s);
+        tide_obj_free(TIDE_OBJ_STORAGE, s);
         goto oom;
     }
     s->nbytes = nbytes;
@@ -41,7 +41,7 @@ void tide_storage_release(tide_storage * s) {
     else if (s->free_fn)
         s->free_fn(s->data, s->free_ctx);
     free(s->poison_msg);
-    free(s);
+    tide_obj_free(TIDE_OBJ_STORAGE, s);
 }
 
 size_t  tide_storage_nbytes(const tide_storage * s) { return s->nbytes; }

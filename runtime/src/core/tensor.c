@@ -12,7 +12,7 @@
 /* -- headers ------------------------------------------------------------------ */
 
 tide_tensor * tide_tensor_alloc_header(tide_storage * s, int32_t dtype) {
-    tide_tensor * t = calloc(1, sizeof *t);
+    tide_tensor * t = tide_obj_alloc(TIDE_OBJ_TENSOR, sizeof *t);
     if (!t) {
         tide_error_set(TIDE_E_OOM, "out of memory: tensor header");
         return NULL;
@@ -39,7 +39,11 @@ void tide_tensor_release(tide_tensor * t) {
     if (!t) return;
     if (__atomic_fetch_sub(&t->refcount, 1, __ATOMIC_ACQ_REL) != 1) return;
     tide_storage_release(t->storage);
-    free(t);
+    tide_obj_free(TIDE_OBJ_TENSOR, t);
+}
+
+void tide_tensor_release_many(tide_tensor ** ts, int64_t n) {
+    for (int64_t i = 0; i < n; i++) tide_tensor_release(ts[i]);
 }
 
 void tide_contiguous_strides(int32_t ndim, const int64_t * sizes, int64_t * strides) {
@@ -145,7 +149,7 @@ tide_tensor * tide_tensor_from_blob(void * data, int32_t ndim, const int64_t * s
         }
         if (sizes[i] > 0) span += (sizes[i] - 1) * st;
     }
-    tide_storage * s = calloc(1, sizeof *s);
+    tide_storage * s = tide_obj_alloc(TIDE_OBJ_STORAGE, sizeof *s);
     if (!s) {
         tide_error_set(TIDE_E_OOM, "out of memory: storage header");
         return NULL;

@@ -21,21 +21,20 @@ static tide_status poison_error(tide_storage * s) {
                           s->poison_msg ? s->poison_msg : "a previous op writing this tensor failed");
 }
 
-tide_status tide_engine_push(tide_engine_fn fn, void * ctx, void (*ctx_free)(void *),
+tide_status tide_engine_push(const tide_engine_task * task,
                              tide_storage * const * reads, int32_t n_reads,
                              tide_storage * const * writes, int32_t n_writes, tide_device dev) {
     (void)dev;
     tide_status st = TIDE_OK;
     for (int32_t i = 0; i < n_reads && st == TIDE_OK; i++)
         if (atomic_load(&reads[i]->poisoned)) st = poison_error(reads[i]);
-    if (st == TIDE_OK) st = fn(ctx);
+    if (st == TIDE_OK) st = task->fn(task->ctx);
     if (st != TIDE_OK) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", tide_last_error());
         for (int32_t i = 0; i < n_writes; i++) poison(writes[i], st, msg);
         tide_error_set(st, "%s", msg);
     }
-    if (ctx_free) ctx_free(ctx);
     return st;
 }
 

@@ -253,11 +253,16 @@ static tide_status run_kernel(void * ctx) {
     return ops[c->op].def.cpu(c);
 }
 
-static void free_call(void * ctx) {
+static void keep_call(void * ctx) {
+    tide_opcall * c = ctx;
+    for (int32_t i = 0; i < c->n_in; i++) tide_tensor_retain(c->in[i]);
+    for (int32_t i = 0; i < c->n_out; i++) tide_tensor_retain(c->out[i]);
+}
+
+static void drop_call(void * ctx) {
     tide_opcall * c = ctx;
     for (int32_t i = 0; i < c->n_in; i++) tide_tensor_release(c->in[i]);
     for (int32_t i = 0; i < c->n_out; i++) tide_tensor_release(c->out[i]);
-    free(c);
 }
 
 static bool same_view(const tide_tensor * a, const tide_tensor * b) {
@@ -390,27 +395,16 @@ tide_status tide_op_call(int32_t op, tide_tensor * const * inputs, int32_t n_in,
     }
     if (e->def.flags & TIDE_OPF_RANDOM) tide_rng_reserve((uint64_t)c.out[0]->nelem, &c.rng_seed, &c.rng_offset);
 
-    tide_opcall * heap = malloc(sizeof *heap);
-    if (!heap) {
-        for (int32_t i = 0; i < c.n_out; i++) tide_tensor_release(c.out[i]);
-        return tide_error_set(TIDE_E_OOM, "%s: out of memory for the op record", e->def.name);
-    }
-    *heap = c;
     tide_storage * reads[TIDE_OP_MAX_IN], * writes[TIDE_OP_MAX_OUT];
-    for (int32_t i = 0; i < n_in; i++) {
-        tide_tensor_retain(c.in[i]);
-        reads[i] = c.in[i]->storage;
-    }
-    for (int32_t i = 0; i < c.n_out; i++) {
-        tide_tensor_retain(c.out[i]);
-        writes[i] = c.out[i]->storage;
-        outputs[i] = c.out[i];   /* the caller's reference */
-    }
-    tide_status st = tide_engine_push(run_kernel, heap, free_call, reads, n_in, writes, c.n_out, dev);
+    for (int32_t i = 0; i < n_in; i++) reads[i] = c.in[i]->storage;
+    for (int32_t i = 0; i < c.n_out; i++) writes[i] = c.out[i]->storage;
+    tide_engine_task task = {run_kernel, &c, sizeof c, keep_call, drop_call, e->def.name, c.out[0]->nelem};
+    tide_status st = tide_engine_push(&task, reads, n_in, writes, c.n_out, dev);
     if (st != TIDE_OK) {
-        for (int32_t i = 0; i < c.n_out; i++) tide_tensor_release(outputs[i]);
+        for (int32_t i = 0; i < c.n_out; i++) tide_tensor_release(c.out[i]);
         return st;
     }
+    for (int32_t i = 0; i < c.n_out; i++) outputs[i] = c.out[i];   /* the caller's reference */
     if (final_out) {   /* copy the temporary into the destination */
         tide_tensor * tmp = outputs[0], * res[1];
         st = tide_op_call(TIDE_OP_copy, &tmp, 1, NULL, res, final_out);
