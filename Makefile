@@ -1,7 +1,7 @@
 # Tide's two commands, wrapping CMake:
 #   make demo   installs what is missing, builds, runs the main example
 #   make test   installs what is missing, builds, runs every C test and spec,
-#               then the C tests again under AddressSanitizer + UBSan
+#               then the C tests and specs again under AddressSanitizer + UBSan
 # `make` alone builds build/tide, the launcher that runs Lua scripts with Tide.
 BUILD    ?= build
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
@@ -18,8 +18,7 @@ $(BUILD)/CMakeCache.txt:
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DTIDE_WERROR=ON >/dev/null
 
 build: deps $(BUILD)/CMakeCache.txt
-	@cmake --build $(BUILD) -j$(JOBS) | grep -v -E '^\[|^(Consolidate|Scanning|Built target)' || true
-	@test -x $(BUILD)/tide && test -f $(BUILD)/libtide.so
+	@cmake --build $(BUILD) -j$(JOBS) >$(BUILD)/build.log 2>&1 || { cat $(BUILD)/build.log; exit 1; }
 
 demo: build
 	$(BUILD)/tide examples/demo.lua
@@ -30,14 +29,18 @@ test-c:
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 
 test-specs:
-	$(BUILD)/tide /usr/bin/busted --lua=luajit -o utfTerminal spec
+	$(BUILD)/tide /usr/bin/busted -o utfTerminal spec
 
 build-asan/CMakeCache.txt:
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DTIDE_SANITIZE=address,undefined >/dev/null
 
 test-asan: deps build-asan/CMakeCache.txt
-	@cmake --build build-asan -j$(JOBS) | grep -E 'warning|error' || true
+	@cmake --build build-asan -j$(JOBS) >build-asan/build.log 2>&1 || { cat build-asan/build.log; exit 1; }
 	cd build-asan && UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j$(JOBS)
+	@# the specs too, with libtide built with the sanitizers preloaded into LuaJIT
+	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
+	  ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  build-asan/tide /usr/bin/busted -o utfTerminal spec
 
 bench: build
 	$(BUILD)/tide bench/ops_bench.lua
