@@ -1,13 +1,14 @@
 # Tide's two commands, wrapping CMake:
 #   make demo   installs what is missing, builds, runs the main example
 #   make test   installs what is missing, builds, runs every C test and spec,
-#               then the C tests and specs again under AddressSanitizer + UBSan
+#               then the C tests and specs again under AddressSanitizer + UBSan,
+#               and the C tests under ThreadSanitizer
 # `make` alone builds build/tide, the launcher that runs Lua scripts with Tide.
 BUILD    ?= build
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 BUSTED   := luajit /usr/bin/busted
 
-.PHONY: all deps build demo test test-c test-specs test-asan bench sz clean
+.PHONY: all deps build demo test test-c test-specs test-asan test-tsan bench sz clean
 
 all: build
 
@@ -23,7 +24,7 @@ build: deps $(BUILD)/CMakeCache.txt
 demo: build
 	$(BUILD)/tide examples/demo.lua
 
-test: build test-c test-specs test-asan
+test: build test-c test-specs test-asan test-tsan
 
 test-c:
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
@@ -42,6 +43,14 @@ test-asan: deps build-asan/CMakeCache.txt
 	  ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  build-asan/tide /usr/bin/busted -o utfTerminal spec
 
+build-tsan/CMakeCache.txt:
+	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DTIDE_SANITIZE=thread >/dev/null
+
+# The engine's C tests (and the others) under ThreadSanitizer.
+test-tsan: deps build-tsan/CMakeCache.txt
+	@cmake --build build-tsan -j$(JOBS) >build-tsan/build.log 2>&1 || { cat build-tsan/build.log; exit 1; }
+	cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ctest --output-on-failure -j$(JOBS)
+
 bench: build
 	$(BUILD)/tide bench/ops_bench.lua
 
@@ -50,4 +59,4 @@ sz:
 	  printf '%6d %s\n' $$(cat $$(find $$d -type f) | wc -l) $$d; done
 
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan build-tsan

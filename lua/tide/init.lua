@@ -71,31 +71,45 @@ local function creation_args(name, ...)
     if type(s) ~= "number" then fail(string.format("%s: size %d must be a number, got %s", name, i, type(s))) end
   end
   local dtype = opts.dtype and T.dtype_id(opts.dtype, name) or 0
-  if opts.device ~= nil and opts.device ~= "cpu" and opts.device ~= "cpu:0" then
-    local dv = ffi.new("tide_device")
-    if C.tide_device_parse(opts.device, dv) ~= 0 then raise() end
-  end
   return sizes, dtype, opts
 end
 
-local function full_op(opname, sizes, dtype, s0, s1)
+-- The device named by opts.device (nil for the default "cpu").
+local function device_of(opts)
+  local name = opts and type(opts) == "table" and opts.device
+  if name == nil or name == "cpu" then return nil end
+  local dv = ffi.new("tide_device")
+  if C.tide_device_parse(name, dv) ~= 0 then raise() end
+  return dv
+end
+
+-- Runs a creation op; on a device other than the default, into a tensor made there.
+local function full_op(opname, sizes, dtype, s0, s1, opts)
   local p = T.new_params()
   if #sizes > 8 then fail(string.format("%s: %d dimensions given, at most 8 are supported", opname, #sizes)) end
   for i = 1, #sizes do p.ints[i - 1] = sizes[i] end
   p.n_ints = #sizes
   p.scalars[0], p.scalars[1] = s0 or 0, s1 or 0
   p.dtype = dtype
+  local dev = device_of(opts)
+  if dev then
+    local n = T.fill_sizes(sizes, opname)
+    local t = C.tide_tensor_empty(n, T.sizebuf, dtype, dev)
+    if t == nil then raise() end
+    t = wrap(t, tonumber(t.nelem) * tonumber(C.tide_dtype_size(dtype)))
+    return T.run(T.op_ids[opname], 0, p, t)
+  end
   return T.run(T.op_ids[opname], 0, p, nil)
 end
 
 --- zeros(2, 3), zeros({2, 3}), zeros(2, 3, {dtype = "int64"}) or zeros(2, 3, "int64").
-function tide.zeros(...) local s, d = creation_args("zeros", ...) return full_op("full", s, d, 0) end
-function tide.ones(...) local s, d = creation_args("ones", ...) return full_op("full", s, d, 1) end
+function tide.zeros(...) local s, d, o = creation_args("zeros", ...) return full_op("full", s, d, 0, 0, o) end
+function tide.ones(...) local s, d, o = creation_args("ones", ...) return full_op("full", s, d, 1, 0, o) end
 --- empty(...): contents undefined (here: zero, from a fresh or reused block).
 function tide.empty(...)
-  local s, d = creation_args("empty", ...)
+  local s, d, o = creation_args("empty", ...)
   local n = T.fill_sizes(s, "empty")
-  local t = C.tide_tensor_empty(n, T.sizebuf, d, ffi.new("tide_device", { 0, -1 }))
+  local t = C.tide_tensor_empty(n, T.sizebuf, d, device_of(o) or ffi.new("tide_device", { 0, -1 }))
   if t == nil then raise() end
   return wrap(t, tonumber(t.nelem) * tonumber(C.tide_dtype_size(d)))
 end
@@ -104,8 +118,8 @@ function tide.full(sizes, value, opts)
   if type(sizes) == "number" then sizes = { sizes } end
   if type(value) == "boolean" then value = value and 1 or 0 end
   if type(value) ~= "number" then fail("full: value must be a number, got " .. type(value)) end
-  local _, d = creation_args("full", sizes, opts)
-  return full_op("full", sizes, d, value)
+  local _, d, o = creation_args("full", sizes, opts)
+  return full_op("full", sizes, d, value, 0, o)
 end
 
 local function like(name, f)
@@ -218,8 +232,8 @@ end
 -- -- random ---------------------------------------------------------------------------
 
 --- rand(sizes...): uniform on [0, 1). randn: standard normal.
-function tide.rand(...) local s, d = creation_args("rand", ...) return full_op("rand", s, d, 0, 1) end
-function tide.randn(...) local s, d = creation_args("randn", ...) return full_op("randn", s, d, 0, 1) end
+function tide.rand(...) local s, d, o = creation_args("rand", ...) return full_op("rand", s, d, 0, 1, o) end
+function tide.randn(...) local s, d, o = creation_args("randn", ...) return full_op("randn", s, d, 0, 1, o) end
 --- randint(low, high, sizes, dtype_or_opts): integers in [low, high) (int64 by default).
 function tide.randint(low, high, sizes, opts)
   if type(high) ~= "number" then low, high, sizes, opts = 0, low, high, sizes end
@@ -295,7 +309,25 @@ function tide.memory_stats()
 end
 function tide.empty_cache() C.tide_mem_empty_cache() end
 
-function tide.devices() return { "cpu" } end
+--- The devices ops can run on: "cpu" and the separate queues "cpu:0" .. "cpu:N-1".
+function tide.devices()
+  local r = { "cpu" }
+  for i = 0, C.tide_device_cpu_count() - 1 do r[#r + 1] = "cpu:" .. i end
+  return r
+end
+
+tide.debug = {}
+--- Runs fn with every op executed at once, in order, so an error is raised by the
+-- line that enqueued the failing op (like TIDE_SYNC=1, for one region).
+function tide.debug.sync(fn, ...)
+  local prev = C.tide_get_sync()
+  C.tide_set_sync(1)
+  local r = { pcall(fn, ...) }
+  C.tide_set_sync(prev)
+  if not r[1] then error(r[2], 0) end
+  return unpack(r, 2)
+end
+function tide.debug.is_sync() return C.tide_get_sync() ~= 0 end
 function tide.dtypes()
   local r = {}
   for i = 0, #T.dtype_names do r[#r + 1] = T.dtype_names[i] end

@@ -100,8 +100,11 @@ typedef struct tide_device {
 } tide_device;
 
 /* Parses "cpu", "cpu:1", "cuda:0". Fails with TIDE_E_DEVICE for unknown or
- * unavailable devices. */
+ * unavailable devices. "cpu" and each "cpu:N" are separate execution queues
+ * of the engine over the same host memory. */
 tide_status tide_device_parse(const char * name, tide_device * out);
+/* Number of "cpu:N" devices (N = 0 .. count-1) besides "cpu". */
+int32_t     tide_device_cpu_count(void);
 /* Writes "cpu", "cpu:1", ... into buf (at most n bytes). Returns buf. */
 char *      tide_device_format(tide_device dev, char * buf, size_t n);
 
@@ -215,7 +218,8 @@ enum {
     TIDE_OPF_REDUCE   = 8,    /* reduces over params.ints dims */
     TIDE_OPF_RANDOM   = 16,   /* draws from the generator */
     TIDE_OPF_NOINPUT  = 32,   /* creation op: shape from params */
-    TIDE_OPF_VARIADIC = 64    /* takes 1..TIDE_OP_MAX_IN inputs (cat, stack) */
+    TIDE_OPF_VARIADIC = 64,   /* takes 1..TIDE_OP_MAX_IN inputs (cat, stack) */
+    TIDE_OPF_XDEVICE  = 128   /* may write into a tensor on another device; runs on the destination's */
 };
 
 typedef struct tide_op_info {
@@ -240,8 +244,15 @@ tide_status tide_op_call(int32_t op, tide_tensor * const * inputs, int32_t n_in,
 
 /* -- engine, threads, generator ---------------------------------------- */
 
-/* Waits for every pending op; returns the first error not yet reported. */
+/* Waits for every pending op; returns the first error of an op that ran
+ * asynchronously and that no earlier tide_sync() returned. */
 tide_status tide_sync(void);
+/* 1: every op runs at once, in order, on the calling thread, and its error is
+ * returned by the call that enqueued it (for debugging, like
+ * CUDA_LAUNCH_BLOCKING); 0: asynchronous (the default). Turning it on waits for
+ * queued work first. TIDE_SYNC=1 in the environment turns it on at start. */
+void        tide_set_sync(int32_t on);
+int32_t     tide_get_sync(void);
 /* Threads used by kernels (the runtime's pool; OpenBLAS runs inside it). */
 void        tide_set_num_threads(int32_t n);
 int32_t     tide_get_num_threads(void);

@@ -53,7 +53,9 @@ struct tide_storage {
     tide_device  device;
     void (*free_fn)(void * data, void * ctx);
     void *       free_ctx;
-    /* The engine's per-storage state (dependency tracking, poison). */
+    /* The engine's per-storage state: the queue of pending ops that use it, in
+     * the order they were pushed (under the engine's lock), and poison. */
+    struct tide_dep * q_head, * q_tail;
     atomic_int   poisoned;            /* 0 or the tide_status of a failed op that wrote here */
     char *       poison_msg;          /* owned; set before `poisoned` is published */
 };
@@ -173,8 +175,13 @@ TIDE_INTERNAL tide_status tide_engine_push(const tide_engine_task * task,
                                            tide_storage * const * reads, int32_t n_reads,
                                            tide_storage * const * writes, int32_t n_writes,
                                            tide_device dev);
-/* Waits for pending writes of s; returns its poison status (message set). */
+/* Waits until no pending op uses s; returns its poison status (message set). */
 TIDE_INTERNAL tide_status tide_engine_wait_storage(tide_storage * s);
+
+/* Engine workers running a task now, for the pool's thread budget. */
+TIDE_INTERNAL int32_t tide_engine_busy_workers(void);
+/* CPU execution queues besides the default one (cpu:0 .. cpu:N-1). */
+TIDE_INTERNAL int32_t tide_engine_cpu_queues(void);
 
 /* -- thread pool (engine/pool.c) --------------------------------------------- */
 

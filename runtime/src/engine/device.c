@@ -28,10 +28,11 @@ tide_status tide_device_parse(const char * name, tide_device * out) {
     }
     if (type == TIDE_DEVICE_CUDA)
         return tide_error_set(TIDE_E_DEVICE, "device: '%s' is not available: this build has no CUDA backend", name);
-    if (type == TIDE_DEVICE_CPU && index > 0)
-        return tide_error_set(TIDE_E_DEVICE, "device: '%s' is not available: the engine has only the default cpu device", name);
+    if (type == TIDE_DEVICE_CPU && index >= tide_engine_cpu_queues())
+        return tide_error_set(TIDE_E_DEVICE, "device: '%s' is not available: the CPU devices are cpu and cpu:0 to cpu:%d",
+                              name, tide_engine_cpu_queues() - 1);
     out->type  = type;
-    out->index = type == TIDE_DEVICE_CPU ? -1 : index;   /* cpu:0 is the default cpu queue for now */
+    out->index = index;
     return TIDE_OK;
 }
 
@@ -43,3 +44,5 @@ char * tide_device_format(tide_device dev, char * buf, size_t n) {
         snprintf(buf, n, "%s:%d", t, dev.index);
     return buf;
 }
+
+int32_t tide_device_cpu_count(void) { return tide_engine_cpu_queues(); }

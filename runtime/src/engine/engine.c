@@ -1,14 +1,89 @@
 /*
- * engine.c - the engine interface every op goes through: push(fn, reads,
- * writes, device) and the waits. This is the naive engine: it runs each op at
- * once on the calling thread, kernels parallelising inside through the pool.
- * The asynchronous engine replaces this file's internals, not its interface:
- * ops declare everything they read and write, so nothing else has to change.
+ * engine.c - the asynchronous dependency engine. Every op reaches it through
+ * tide_engine_push(task, reads, writes, device): the caller returns at once,
+ * and the task runs on its device's queue as soon as, for each storage it
+ * touches, every earlier write (for a read) or every earlier read and write
+ * (for a write) is done. Each storage keeps the queue of ops that use it, in
+ * push order; independent ops run in parallel on different device queues.
+ * A small task whose storages are all free runs inline on the caller's thread,
+ * since a hand-off would cost more than the work. TIDE_SYNC=1 (or
+ * tide_engine_set_sync) runs every task inline, in order, like the naive engine.
+ * Failures poison the storages a task writes; waits and later readers see them.
+ * How kernels split their own work across cores is the pool's job (pool.c).
  */
 #include "../core/internal.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
+
+enum { MAX_DEPS = TIDE_OP_MAX_IN + TIDE_OP_MAX_OUT, MAX_QUEUES = 65 };
+/* Below this cost (elements) a task whose storages are free runs inline. */
+enum { INLINE_COST = 1 << 16 };
+
+typedef struct tide_dep {
+    struct op *       op;
+    tide_storage *    s;
+    struct tide_dep * next;     /* in s's queue */
+    bool              write;
+    bool              granted;
+} dep;
+
+typedef struct op {
+    tide_engine_task task;      /* task.ctx points at payload */
+    int32_t          n_deps;
+    int32_t          waiting;   /* deps not granted yet */
+    int32_t          queue;
+    dep              deps[MAX_DEPS];
+    struct op *      next;      /* in the device queue */
+    _Alignas(16) char payload[];
+} op;
+
+typedef struct {
+    op *      head, * tail;
+    pthread_t thread;
+    bool      started;
+} devq;
+
+static pthread_mutex_t lock      = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t  work_cond = PTHREAD_COND_INITIALIZER;   /* a device queue got work */
+static pthread_cond_t  done_cond = PTHREAD_COND_INITIALIZER;   /* an op finished */
+static devq            queues[MAX_QUEUES];      /* 0: "cpu", 1 + i: "cpu:i" */
+static int64_t         n_pending;               /* pushed, not finished (deferred ones) */
+static atomic_int      busy;                    /* workers running a task */
+static int32_t         sync_mode = -1;          /* -1: not read from the environment yet */
+static pthread_t       owner;                   /* the first thread that pushed */
+static bool            has_owner, many_threads; /* many: inline tasks must be registered too */
+static tide_status     first_error;             /* the first async failure not yet reported */
+static char            first_error_msg[1024];
+
+int32_t tide_engine_busy_workers(void) { return atomic_load_explicit(&busy, memory_order_relaxed); }
+
+int32_t tide_engine_cpu_queues(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 2 ? 2 : n > MAX_QUEUES - 1 ? MAX_QUEUES - 1 : (int32_t)n;
+}
+
+static bool is_sync(void) {
+    if (sync_mode < 0) {
+        const char * e = getenv("TIDE_SYNC");
+        sync_mode = e && *e && strcmp(e, "0") != 0;
+    }
+    return sync_mode;
+}
+
+void tide_set_sync(int32_t on) {
+    if (!on || is_sync() == !!on) {
+        sync_mode = on != 0;
+        return;
+    }
+    tide_sync();     /* what is queued finishes before ops start running inline */
+    sync_mode = 1;
+}
+int32_t tide_get_sync(void) { return is_sync(); }
+
+/* -- poison ------------------------------------------------------------------------ */
 
 static void poison(tide_storage * s, tide_status st, const char * msg) {
     if (atomic_load(&s->poisoned)) return;   /* the first failure stays */
@@ -21,25 +96,259 @@ static tide_status poison_error(tide_storage * s) {
                           s->poison_msg ? s->poison_msg : "a previous op writing this tensor failed");
 }
 
-tide_status tide_engine_push(const tide_engine_task * task,
-                             tide_storage * const * reads, int32_t n_reads,
-                             tide_storage * const * writes, int32_t n_writes, tide_device dev) {
-    (void)dev;
+/* Runs a task (inline or on a worker): poisoned inputs or a failure poison the outputs. */
+static tide_status execute(const tide_engine_task * t, tide_storage * const * reads, int32_t n_reads,
+                           tide_storage * const * writes, int32_t n_writes) {
     tide_status st = TIDE_OK;
-    for (int32_t i = 0; i < n_reads && st == TIDE_OK; i++)
-        if (atomic_load(&reads[i]->poisoned)) st = poison_error(reads[i]);
-    if (st == TIDE_OK) st = task->fn(task->ctx);
+    char msg[1024];
+    for (int32_t i = 0; i < n_reads && st == TIDE_OK; i++) {
+        if (atomic_load(&reads[i]->poisoned)) {
+            st = (tide_status)atomic_load(&reads[i]->poisoned);
+            snprintf(msg, sizeof msg, "%s: an input comes from a failed op: %s", t->name,
+                     reads[i]->poison_msg ? reads[i]->poison_msg : "?");
+        }
+    }
+    if (st == TIDE_OK) {
+        st = t->fn(t->ctx);
+        if (st != TIDE_OK) snprintf(msg, sizeof msg, "%s", tide_last_error());
+    }
     if (st != TIDE_OK) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", tide_last_error());
         for (int32_t i = 0; i < n_writes; i++) poison(writes[i], st, msg);
         tide_error_set(st, "%s", msg);
     }
     return st;
 }
 
+/* -- dependency queues (under lock) -------------------------------------------------- */
+
+static void ready(op * o);
+
+/* Grants what the head of s's queue allows: one write, or the reads before the first write. */
+static void grant(tide_storage * s) {
+    dep * d = s->q_head;
+    if (!d) return;
+    if (d->write) {
+        if (!d->granted) {
+            d->granted = true;
+            if (--d->op->waiting == 0) ready(d->op);
+        }
+        return;
+    }
+    for (; d && !d->write; d = d->next) {
+        if (d->granted) continue;
+        d->granted = true;
+        if (--d->op->waiting == 0) ready(d->op);
+    }
+}
+
+static void enqueue_dep(dep * d) {
+    tide_storage * s = d->s;
+    d->next = NULL;
+    if (s->q_tail) s->q_tail->next = d; else s->q_head = d;
+    s->q_tail = d;
+}
+
+static void remove_dep(dep * d) {
+    tide_storage * s = d->s;
+    dep * prev = NULL;
+    for (dep * x = s->q_head; x; prev = x, x = x->next) {
+        if (x != d) continue;
+        if (prev) prev->next = x->next; else s->q_head = x->next;
+        if (s->q_tail == x) s->q_tail = prev;
+        break;
+    }
+}
+
+/* Whether a new op could touch s right now: nothing pending on s conflicts. */
+static bool storage_free(tide_storage * s, bool write) {
+    if (write) return s->q_head == NULL;
+    for (dep * x = s->q_head; x; x = x->next)
+        if (x->write) return false;
+    return true;
+}
+
+/* -- workers ------------------------------------------------------------------------- */
+
+static void ready(op * o) {
+    devq * q = &queues[o->queue];
+    o->next  = NULL;
+    if (q->tail) q->tail->next = o; else q->head = o;
+    q->tail = o;
+    pthread_cond_broadcast(&work_cond);
+}
+
+static void finish(op * o, tide_status st) {
+    pthread_mutex_lock(&lock);
+    for (int32_t i = 0; i < o->n_deps; i++) remove_dep(&o->deps[i]);
+    for (int32_t i = 0; i < o->n_deps; i++) grant(o->deps[i].s);
+    if (st != TIDE_OK && first_error == TIDE_OK) {
+        first_error = st;
+        snprintf(first_error_msg, sizeof first_error_msg, "%s", tide_last_error());
+    }
+    n_pending--;
+    pthread_cond_broadcast(&done_cond);
+    pthread_mutex_unlock(&lock);
+    if (o->task.drop) o->task.drop(o->task.ctx);
+    for (int32_t i = 0; i < o->n_deps; i++) tide_storage_release(o->deps[i].s);
+    free(o);
+}
+
+static void * worker(void * arg) {
+    devq * q = arg;
+    pthread_mutex_lock(&lock);
+    for (;;) {
+        while (!q->head) pthread_cond_wait(&work_cond, &lock);
+        op * o  = q->head;
+        q->head = o->next;
+        if (!q->head) q->tail = NULL;
+        pthread_mutex_unlock(&lock);
+
+        tide_storage * reads[MAX_DEPS], * writes[MAX_DEPS];
+        int32_t nr = 0, nw = 0;
+        for (int32_t i = 0; i < o->n_deps; i++) {
+            if (o->deps[i].write) writes[nw++] = o->deps[i].s;
+            else reads[nr++] = o->deps[i].s;
+        }
+        atomic_fetch_add(&busy, 1);
+        tide_status st = execute(&o->task, reads, nr, writes, nw);
+        atomic_fetch_sub(&busy, 1);
+        finish(o, st);
+        pthread_mutex_lock(&lock);
+    }
+    return NULL;
+}
+
+static int32_t queue_of(tide_device dev) {
+    if (dev.type != TIDE_DEVICE_CPU || dev.index < 0) return 0;
+    return 1 + dev.index % (MAX_QUEUES - 1);
+}
+
+/* -- push ---------------------------------------------------------------------------- */
+
+tide_status tide_engine_push(const tide_engine_task * task,
+                             tide_storage * const * reads, int32_t n_reads,
+                             tide_storage * const * writes, int32_t n_writes, tide_device dev) {
+    /* A storage both read and written is a write; repeated storages count once. */
+    tide_storage * r[MAX_DEPS], * w[MAX_DEPS];
+    int32_t nr = 0, nw = 0;
+    for (int32_t i = 0; i < n_writes; i++) {
+        bool dup = false;
+        for (int32_t j = 0; j < nw; j++) dup |= w[j] == writes[i];
+        if (!dup) w[nw++] = writes[i];
+    }
+    for (int32_t i = 0; i < n_reads; i++) {
+        bool dup = false;
+        for (int32_t j = 0; j < nw; j++) dup |= w[j] == reads[i];
+        for (int32_t j = 0; j < nr; j++) dup |= r[j] == reads[i];
+        if (!dup) r[nr++] = reads[i];
+    }
+    /* An input that already failed fails this op now, at the caller's line. */
+    for (int32_t i = 0; i < nr; i++) {
+        if (atomic_load(&r[i]->poisoned)) {
+            tide_status st = (tide_status)atomic_load(&r[i]->poisoned);
+            char msg[1024];
+            snprintf(msg, sizeof msg, "%s: an input comes from a failed op: %s", task->name,
+                     r[i]->poison_msg ? r[i]->poison_msg : "?");
+            for (int32_t j = 0; j < nw; j++) poison(w[j], st, msg);
+            return tide_error_set(st, "%s", msg);
+        }
+    }
+
+    pthread_mutex_lock(&lock);
+    if (!has_owner) {
+        owner     = pthread_self();
+        has_owner = true;
+    } else if (!many_threads && !pthread_equal(owner, pthread_self())) {
+        many_threads = true;
+    }
+    bool sync = is_sync();
+    bool free_now = true;
+    for (int32_t i = 0; i < nr && free_now; i++) free_now = storage_free(r[i], false);
+    for (int32_t i = 0; i < nw && free_now; i++) free_now = storage_free(w[i], true);
+    int32_t qi = queue_of(dev);
+    if (free_now && (sync || (task->cost < INLINE_COST && qi == 0))) {
+        /* Nothing pending conflicts: run it here. When other threads push too, the
+         * op holds its place in the queues while it runs, so theirs wait for it. */
+        if (!many_threads) {
+            pthread_mutex_unlock(&lock);
+            return execute(task, r, nr, w, nw);
+        }
+        dep ds[MAX_DEPS];
+        for (int32_t i = 0; i < nw + nr; i++) {
+            ds[i] = (dep){NULL, i < nw ? w[i] : r[i - nw], NULL, i < nw, true};
+            enqueue_dep(&ds[i]);
+        }
+        pthread_mutex_unlock(&lock);
+        tide_status st = execute(task, r, nr, w, nw);
+        pthread_mutex_lock(&lock);
+        for (int32_t i = 0; i < nw + nr; i++) remove_dep(&ds[i]);
+        for (int32_t i = 0; i < nw + nr; i++) grant(ds[i].s);
+        pthread_cond_broadcast(&done_cond);
+        pthread_mutex_unlock(&lock);
+        return st;
+    }
+    if (sync) {   /* wait for the queued ops it depends on, then run it here */
+        pthread_mutex_unlock(&lock);
+        for (int32_t i = 0; i < nr; i++) tide_engine_wait_storage(r[i]);
+        for (int32_t i = 0; i < nw; i++) tide_engine_wait_storage(w[i]);
+        return execute(task, r, nr, w, nw);
+    }
+
+    op * o = malloc(sizeof *o + task->ctx_size);
+    if (!o) {
+        pthread_mutex_unlock(&lock);
+        return tide_error_set(TIDE_E_OOM, "%s: out of memory queuing the op", task->name);
+    }
+    memcpy(o->payload, task->ctx, task->ctx_size);
+    o->task     = *task;
+    o->task.ctx = o->payload;
+    if (o->task.keep) o->task.keep(o->task.ctx);
+    o->queue   = qi;
+    o->n_deps  = 0;
+    o->waiting = nr + nw;
+    for (int32_t i = 0; i < nw + nr; i++) {
+        dep * d     = &o->deps[o->n_deps++];
+        d->op       = o;
+        d->s        = i < nw ? w[i] : r[i - nw];
+        d->write    = i < nw;
+        d->granted  = false;
+        tide_storage_retain(d->s);
+        enqueue_dep(d);
+    }
+    n_pending++;
+    devq * q = &queues[qi];
+    if (!q->started) {
+        if (pthread_create(&q->thread, NULL, worker, q) != 0) {
+            pthread_mutex_unlock(&lock);
+            return tide_error_set(TIDE_E_INTERNAL, "%s: could not start an engine thread", task->name);
+        }
+        pthread_detach(q->thread);
+        q->started = true;
+    }
+    if (o->waiting == 0) {
+        ready(o);
+    } else {
+        for (int32_t i = 0; i < o->n_deps; i++) grant(o->deps[i].s);
+    }
+    pthread_mutex_unlock(&lock);
+    return TIDE_OK;
+}
+
+/* -- waits --------------------------------------------------------------------------- */
+
 tide_status tide_engine_wait_storage(tide_storage * s) {
+    pthread_mutex_lock(&lock);
+    while (s->q_head) pthread_cond_wait(&done_cond, &lock);
+    pthread_mutex_unlock(&lock);
     return atomic_load(&s->poisoned) ? poison_error(s) : TIDE_OK;
 }
 
-tide_status tide_sync(void) { return TIDE_OK; }
+tide_status tide_sync(void) {
+    pthread_mutex_lock(&lock);
+    while (n_pending > 0) pthread_cond_wait(&done_cond, &lock);
+    tide_status st = first_error;
+    if (st != TIDE_OK) tide_error_set(st, "%s", first_error_msg);
+    first_error = TIDE_OK;
+    pthread_mutex_unlock(&lock);
+    return st;
+}

@@ -96,8 +96,18 @@ void tide_parallel_for(int64_t n, int64_t grain, int64_t align, tide_range_fn fn
         fn(ctx, 0, n);
         return;
     }
+    /* The engine's busy workers count against the cores, so that a kernel's own
+     * threads and the engine's never add up to more runnable threads than cores. */
+    int32_t busy = tide_engine_busy_workers();
+    int32_t avail = busy > 0 ? threads - busy + 1 : threads;
+    if (avail < 1) avail = 1;
     int64_t ranges = n / grain;
-    if (ranges > threads) ranges = threads;
+    if (ranges > avail) ranges = avail;
+    if (ranges < 2) {
+        pthread_mutex_unlock(&pool_lock);
+        fn(ctx, 0, n);
+        return;
+    }
     int64_t step = (n + ranges - 1) / ranges;
     if (align > 1) step = (step + align - 1) / align * align;
     ranges = (n + step - 1) / step;

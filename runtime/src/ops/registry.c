@@ -30,6 +30,7 @@
 #define RANDOM   TIDE_OPF_RANDOM
 #define NOINPUT  TIDE_OPF_NOINPUT
 #define VARIADIC TIDE_OPF_VARIADIC
+#define XDEVICE  TIDE_OPF_XDEVICE
 
 /* -- dtype rules ----------------------------------------------------------------------- */
 
@@ -286,6 +287,14 @@ static bool needs_temp(const op_entry * e, const tide_opcall * c, const tide_ten
     return false;
 }
 
+/* The device an op's inputs live on: that of the first input that is not a
+ * wrapped host number (those go with tensors on any device). */
+static const tide_tensor * device_input(tide_tensor * const * inputs, int32_t n_in) {
+    for (int32_t i = 0; i < n_in; i++)
+        if (!(inputs[i]->flags & TIDE_TENSOR_WRAPPED_NUMBER)) return inputs[i];
+    return n_in ? inputs[0] : NULL;
+}
+
 static bool can_cast(int32_t from, int32_t to) { return category(from) <= category(to); }
 
 static tide_status check_out(const op_entry * e, const tide_opcall * c, const tide_shape_out * shp, int32_t dtype,
@@ -308,27 +317,38 @@ static tide_status check_out(const op_entry * e, const tide_opcall * c, const ti
     if (!can_cast(dtype, out->dtype_id))
         return tide_error_set(TIDE_E_DTYPE, "%s: the result of dtype %s cannot be written into a tensor of dtype %s", op,
                               tide_dtype_name(dtype), tide_dtype_name(out->dtype_id));
-    if (c->n_in && (out->dev.type != c->in[0]->dev.type || out->dev.index != c->in[0]->dev.index))
-        return tide_error_set(TIDE_E_DEVICE, "%s: the destination is on another device than the inputs", op);
+    const tide_tensor * ref = device_input(c->in, c->n_in);
+    bool same_dev = !ref || (out->dev.type == ref->dev.type && out->dev.index == ref->dev.index);
+    bool host_pair = !ref || (out->dev.type == TIDE_DEVICE_CPU && ref->dev.type == TIDE_DEVICE_CPU);
+    if (!same_dev && !((e->def.flags & TIDE_OPF_XDEVICE) && host_pair)) {
+        char x[32], y[32];
+        return tide_error_set(TIDE_E_DEVICE, "%s: the destination is on %s but the inputs are on %s", op,
+                              tide_device_format(out->dev, x, sizeof x), tide_device_format(ref->dev, y, sizeof y));
+    }
     return TIDE_OK;
 }
 
-static tide_status validate_inputs(const op_entry * e, int32_t op, tide_tensor * const * inputs, int32_t n_in) {
+static tide_status validate_inputs(const op_entry * e, tide_tensor * const * inputs, int32_t n_in) {
     const char * name = e->def.name;
     if (e->def.n_in >= 0 && n_in != e->def.n_in)
         return tide_error_set(TIDE_E_VALUE, "%s: takes %d tensor inputs, %d given", name, e->def.n_in, n_in);
     if (e->def.n_in < 0 && (n_in < 1 || n_in > TIDE_OP_MAX_IN))
         return tide_error_set(TIDE_E_VALUE, "%s: takes 1 to %d tensors, %d given", name, TIDE_OP_MAX_IN, n_in);
-    for (int32_t i = 0; i < n_in; i++) {
+    for (int32_t i = 0; i < n_in; i++)
         if (!inputs[i]) return tide_error_set(TIDE_E_VALUE, "%s: input %d is NULL", name, i + 1);
-        if (inputs[i]->dev.type != inputs[0]->dev.type || inputs[i]->dev.index != inputs[0]->dev.index) {
+    const tide_tensor * ref = device_input(inputs, n_in);
+    for (int32_t i = 0; i < n_in; i++) {
+        const tide_tensor * t = inputs[i];
+        if (t->flags & TIDE_TENSOR_WRAPPED_NUMBER) continue;
+        if (t->dev.type != ref->dev.type || t->dev.index != ref->dev.index) {
             char a[32], b[32];
-            return tide_error_set(TIDE_E_DEVICE, "%s: input %d is on %s but input 1 is on %s", name, i + 1,
-                                  tide_device_format(inputs[i]->dev, a, sizeof a),
-                                  tide_device_format(inputs[0]->dev, b, sizeof b));
+            int32_t r = 0;
+            while (inputs[r] != ref) r++;
+            return tide_error_set(TIDE_E_DEVICE, "%s: input %d is on %s but input %d is on %s", name, i + 1,
+                                  tide_device_format(t->dev, a, sizeof a), r + 1,
+                                  tide_device_format(ref->dev, b, sizeof b));
         }
     }
-    (void)op;
     return TIDE_OK;
 }
 
@@ -336,7 +356,7 @@ tide_status tide_op_call(int32_t op, tide_tensor * const * inputs, int32_t n_in,
                          tide_tensor ** outputs, tide_tensor * out) {
     if (op < 0 || op >= N_OPS) return tide_error_set(TIDE_E_VALUE, "op_call: no op has id %d", op);
     const op_entry * e = &ops[op];
-    TIDE_CHECK(validate_inputs(e, op, inputs, n_in));
+    TIDE_CHECK(validate_inputs(e, inputs, n_in));
     if (out && e->def.n_out != 1)
         return tide_error_set(TIDE_E_VALUE, "%s: has %d results and cannot write into one given tensor", e->def.name,
                               e->def.n_out);
@@ -378,7 +398,8 @@ tide_status tide_op_call(int32_t op, tide_tensor * const * inputs, int32_t n_in,
             out       = NULL;
         }
     }
-    tide_device dev = n_in ? inputs[0]->dev : out ? out->dev : (tide_device){TIDE_DEVICE_CPU, -1};
+    tide_device dev = (out && (!n_in || (e->def.flags & TIDE_OPF_XDEVICE))) ? out->dev
+                    : n_in ? device_input(inputs, n_in)->dev : (tide_device){TIDE_DEVICE_CPU, -1};
     for (int32_t i = 0; i < c.n_out; i++) {
         if (out) {
             tide_tensor_retain(out);

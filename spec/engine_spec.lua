@@ -1,0 +1,120 @@
+-- engine_spec: the asynchronous engine gives the same bits as running every op
+-- at once (tide.debug.sync), over random programs of ops on shared tensors,
+-- views, in-place writes, copies across the cpu:N devices and tensors dropped
+-- while ops on them are pending; plus the engine's devices and sync points.
+local tide = require "tide"
+local H = require "spec.helpers"
+
+-- A deterministic program: a list of steps over a pool of tensor slots.
+local function make_program(seed, n_steps)
+  local x = seed
+  local function rnd(n)
+    x = (x * 1103515245 + 12345) % 2147483648
+    return x % n + 1
+  end
+  local steps = {}
+  for i = 1, n_steps do
+    steps[i] = { kind = rnd(10), a = rnd(6), b = rnd(6), c = rnd(6), k = rnd(3), v = rnd(5) }
+  end
+  return steps
+end
+
+local devices = { "cpu", "cpu:0", "cpu:1" }
+
+-- Runs a program; returns the final contents of every slot as tables.
+local function run_program(steps)
+  tide.manual_seed(1)
+  local slots = {}
+  for i = 1, 6 do
+    -- big enough (> 64K elements) that ops on them are queued, not run inline
+    slots[i] = (tide.arange(300 * 300):view(300, 300):float() * (i / 90000)):to(devices[i % 3 + 1])
+  end
+  for _, s in ipairs(steps) do
+    local a, b = slots[s.a], slots[s.b]
+    if a:device() ~= b:device() then b = b:to(a:device()) end
+    if s.kind == 1 then
+      slots[s.c] = a + b
+    elseif s.kind == 2 then
+      slots[s.c] = (a * b):minimum(4):maximum(-4)
+    elseif s.kind == 3 then
+      a:add_(b * 0.5)
+    elseif s.kind == 4 then
+      a:narrow(1, s.v, 100):copy_(b:narrow(2, s.v * 10, 100):t())
+    elseif s.kind == 5 then
+      slots[s.c] = a:t() - s.v
+    elseif s.kind == 6 then
+      slots[s.c] = a:to(devices[s.k])
+    elseif s.kind == 7 then
+      a:mul_(0.75)
+    elseif s.kind == 8 then
+      local tmp = a * 3 + b   -- dropped at once, while ops on it may be pending
+      slots[s.c] = tmp:narrow(2, 1, 300) - 1
+      tmp = nil
+      collectgarbage()
+    elseif s.kind == 9 then
+      slots[s.c] = tide.where(a:gt(b), a, b)
+    else
+      a:t():copy_(a)   -- overlapping in-place copy through a view
+    end
+  end
+  local out = {}
+  for i = 1, 6 do out[i] = slots[i]:totable() end
+  return out
+end
+
+local function same_bits(x, y)
+  for i = 1, #x do
+    local rx, ry = x[i], y[i]
+    for r = 1, #rx do
+      for c = 1, #rx[r] do
+        local u, v = rx[r][c], ry[r][c]
+        if not (u == v or (u ~= u and v ~= v)) then return false, string.format("slot %d [%d,%d]: %.9g ~= %.9g", i, r, c, u, v) end
+      end
+    end
+  end
+  return true
+end
+
+describe("engine", function()
+  it("lists the cpu devices and moves tensors between them", function()
+    local devs = tide.devices()
+    assert.are.equal("cpu", devs[1])
+    assert.are.equal("cpu:0", devs[2])
+    assert.truthy(#devs >= 3)
+    local t = tide.arange(4):to("cpu:1")
+    assert.are.equal("cpu:1", t:device())
+    assert.are.equal("cpu:1", (t * 2):device())
+    H.equal((t * 2):to("cpu"), { 0, 2, 4, 6 })
+    assert.are.equal("cpu:0", tide.zeros(2, { device = "cpu:0" }):device())
+    assert.has_error(function() return tide.ones(2) + tide.ones(2):to("cpu:1") end,
+      "add: input 2 is on cpu:1 but input 1 is on cpu")
+    assert.has_error(function() tide.ones(2):to("cpu:99") end)
+  end)
+
+  it("gives the same bits asynchronously as running each op at once (random programs)", function()
+    local n = os.getenv("TIDE_STRESS") and 300 or 40
+    for seed = 1, n do
+      local steps = make_program(seed, 12)
+      local async = run_program(steps)
+      local sync = tide.debug.sync(run_program, steps)
+      local ok, where = same_bits(async, sync)
+      assert(ok, string.format("program %d differs: %s", seed, where or ""))
+    end
+  end)
+
+  it("runs independent work on different devices and syncs", function()
+    local a = tide.ones(400, 400):to("cpu:0")
+    local b = tide.ones(400, 400):to("cpu:1")
+    for _ = 1, 20 do a = a * 1.01; b = b + 1 end
+    tide.sync()
+    assert.is_true(math.abs(a[{ 1, 1 }]:item() - 1.01 ^ 20) < 1e-4)
+    assert.are.equal(21, b[{ 400, 400 }]:item())
+  end)
+
+  it("switches to synchronous mode for a region", function()
+    assert.is_false(tide.debug.is_sync())
+    local inside = tide.debug.sync(function() return tide.debug.is_sync() end)
+    assert.is_true(inside)
+    assert.is_false(tide.debug.is_sync())
+  end)
+end)
