@@ -44,6 +44,16 @@ function M.fail(msg)
 end
 local fail = M.fail
 
+--- "file:line" of the innermost frame that is not Tide's own (for the engine's messages).
+function M.user_location()
+  for level = 2, 50 do
+    local info = debug.getinfo(level, "Sl")
+    if not info then break end
+    if not is_tide_source(info.source) then return info.short_src .. ":" .. (info.currentline or 0) end
+  end
+  return "?"
+end
+
 --- Raises the runtime's last error at the user's line.
 function M.raise()
   fail(ffi.string(C.tide_last_error()))

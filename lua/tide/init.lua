@@ -328,6 +328,18 @@ function tide.debug.sync(fn, ...)
   return unpack(r, 2)
 end
 function tide.debug.is_sync() return C.tide_get_sync() ~= 0 end
+
+--- Runs fn and writes a Chrome/Perfetto trace (chrome://tracing, ui.perfetto.dev)
+-- of the ops each device ran to path. Returns what fn returns.
+function tide.profile(fn, path)
+  if type(fn) ~= "function" then fail("profile: argument 1 must be a function") end
+  path = path or "tide_trace.json"
+  C.tide_trace_start()
+  local r = { pcall(fn) }
+  if C.tide_trace_stop(path) ~= 0 then raise() end
+  if not r[1] then error(r[2], 0) end
+  return unpack(r, 2)
+end
 function tide.dtypes()
   local r = {}
   for i = 0, #T.dtype_names do r[#r + 1] = T.dtype_names[i] end

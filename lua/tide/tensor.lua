@@ -73,8 +73,13 @@ local function take(n_out, out)
 end
 
 --- Runs op `name` on n tensors already in `ins` with params `p` (or nil), into `out` (or nil).
+-- When the engine queued the op rather than running it, it is told the user's
+-- line, so that a failure found later names where the op came from.
+local user_location = B.user_location
 local function run(op, n, p, out)
   if C.tide_op_call(op.id, ins, n, p, outs, out) ~= 0 then raise() end
+  local deferred = C.tide_engine_last_deferred()
+  if deferred ~= 0 then C.tide_engine_set_origin(deferred, user_location()) end
   return take(op.n_out, out)
 end
 M.run = run

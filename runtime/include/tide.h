@@ -253,6 +253,15 @@ tide_status tide_sync(void);
  * queued work first. TIDE_SYNC=1 in the environment turns it on at start. */
 void        tide_set_sync(int32_t on);
 int32_t     tide_get_sync(void);
+/* The id of the last op this thread pushed that the engine queued rather than
+ * ran at once, or 0; clears it. With tide_engine_set_origin the binding records
+ * where (a "file:line") such an op was enqueued, for the messages of failures. */
+int32_t     tide_engine_last_deferred(void);
+void        tide_engine_set_origin(int32_t op_id, const char * where);
+/* Chrome/Perfetto trace of the ops each device runs: start recording, and
+ * stop and write the JSON to path (returns TIDE_E_IO if it cannot). */
+void        tide_trace_start(void);
+tide_status tide_trace_stop(const char * path);
 /* Threads used by kernels (the runtime's pool; OpenBLAS runs inside it). */
 void        tide_set_num_threads(int32_t n);
 int32_t     tide_get_num_threads(void);

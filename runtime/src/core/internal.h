@@ -164,6 +164,8 @@ typedef struct tide_engine_task {
     void (*drop)(void * ctx);
     const char *   name;          /* for errors and traces */
     int64_t        cost;          /* rough work in elements: small tasks may run inline */
+    /* Writes a description of the task's arguments ("[2,3] [3]") for errors and traces. */
+    void (*describe)(const void * ctx, char * buf, size_t n);
 } tide_engine_task;
 
 /* Queues the task to run on dev once the earlier ops writing any of `reads`,

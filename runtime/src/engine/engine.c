@@ -8,7 +8,10 @@
  * A small task whose storages are all free runs inline on the caller's thread,
  * since a hand-off would cost more than the work. TIDE_SYNC=1 (or
  * tide_engine_set_sync) runs every task inline, in order, like the naive engine.
- * Failures poison the storages a task writes; waits and later readers see them.
+ * Failures poison the storages a task writes; waits and later readers see them,
+ * with the op's arguments and where it was enqueued. A wait that sees no progress
+ * for TIDE_WATCHDOG seconds prints what it waits on; TIDE_TRACE=file.json (or
+ * tide_trace_start/stop) records a Chrome trace of what each device ran.
  * How kernels split their own work across cores is the pool's job (pool.c).
  */
 #include "../core/internal.h"
@@ -16,6 +19,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 enum { MAX_DEPS = TIDE_OP_MAX_IN + TIDE_OP_MAX_OUT, MAX_QUEUES = 65 };
@@ -32,6 +36,8 @@ typedef struct tide_dep {
 
 typedef struct op {
     tide_engine_task task;      /* task.ctx points at payload */
+    int32_t          id;
+    struct op *      live_prev, * live_next;   /* every queued op, for the watchdog */
     int32_t          n_deps;
     int32_t          waiting;   /* deps not granted yet */
     int32_t          queue;
@@ -57,6 +63,120 @@ static pthread_t       owner;                   /* the first thread that pushed 
 static bool            has_owner, many_threads; /* many: inline tasks must be registered too */
 static tide_status     first_error;             /* the first async failure not yet reported */
 static char            first_error_msg[1024];
+static int32_t         next_id = 1;
+static _Thread_local int32_t last_deferred;
+static op *            live;                    /* queued ops, newest first */
+static int64_t         progress;                /* ops finished, for the watchdog */
+
+/* Where deferred ops were enqueued, by id (the binding tells us after the push). */
+enum { N_ORIGINS = 1024 };
+static struct { int32_t id; char where[120]; } origins[N_ORIGINS];
+
+int32_t tide_engine_last_deferred(void) {
+    int32_t id    = last_deferred;
+    last_deferred = 0;
+    return id;
+}
+
+void tide_engine_set_origin(int32_t id, const char * where) {
+    pthread_mutex_lock(&lock);
+    origins[id % N_ORIGINS].id = id;
+    snprintf(origins[id % N_ORIGINS].where, sizeof origins[0].where, "%s", where ? where : "?");
+    pthread_mutex_unlock(&lock);
+}
+
+/* Copies the origin of op id into buf ("" if unknown). */
+static void origin_of(int32_t id, char * buf, size_t n) {
+    buf[0] = 0;
+    if (id <= 0) return;
+    pthread_mutex_lock(&lock);
+    if (origins[id % N_ORIGINS].id == id) snprintf(buf, n, "%s", origins[id % N_ORIGINS].where);
+    pthread_mutex_unlock(&lock);
+}
+
+/* -- tracing --------------------------------------------------------------------------- */
+
+typedef struct {
+    const char * name;
+    char         args[96];
+    int32_t      queue;          /* -1: inline on the caller's thread */
+    double       t0, t1;         /* microseconds */
+} trace_event;
+
+static atomic_int       tracing;
+static pthread_mutex_t  trace_lock = PTHREAD_MUTEX_INITIALIZER;
+static trace_event *    events;
+static size_t           n_events, cap_events;
+static const char *     trace_env_path;
+
+static double now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+void tide_trace_start(void) {
+    pthread_mutex_lock(&trace_lock);
+    n_events = 0;
+    pthread_mutex_unlock(&trace_lock);
+    atomic_store(&tracing, 1);
+}
+
+static void trace_add(const tide_engine_task * t, int32_t queue, double t0, double t1) {
+    pthread_mutex_lock(&trace_lock);
+    if (n_events == cap_events) {
+        size_t         ncap = cap_events ? cap_events * 2 : 4096;
+        trace_event *  ne   = realloc(events, ncap * sizeof *ne);
+        if (!ne) {
+            pthread_mutex_unlock(&trace_lock);
+            return;
+        }
+        events = ne, cap_events = ncap;
+    }
+    trace_event * e = &events[n_events++];
+    e->name = t->name, e->queue = queue, e->t0 = t0, e->t1 = t1;
+    e->args[0] = 0;
+    if (t->describe) t->describe(t->ctx, e->args, sizeof e->args);
+    pthread_mutex_unlock(&trace_lock);
+}
+
+tide_status tide_trace_stop(const char * path) {
+    atomic_store(&tracing, 0);
+    tide_sync();
+    FILE * f = fopen(path, "w");
+    if (!f) return tide_error_set(TIDE_E_IO, "trace: cannot write %s", path);
+    pthread_mutex_lock(&trace_lock);
+    fprintf(f, "{\"traceEvents\":[\n");
+    fprintf(f, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"caller (inline)\"}}");
+    fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1,\"args\":{\"name\":\"cpu\"}}");
+    for (int32_t q = 0; q < tide_engine_cpu_queues(); q++)
+        fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"args\":{\"name\":\"cpu:%d\"}}",
+                q + 2, q);
+    for (size_t i = 0; i < n_events; i++) {
+        const trace_event * e = &events[i];
+        fprintf(f, ",\n{\"name\":\"%s\",\"ph\":\"X\",\"pid\":1,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
+                   "\"args\":{\"inputs\":\"%s\"}}",
+                e->name, e->queue + 1, e->t0, e->t1 - e->t0, e->args);
+    }
+    fprintf(f, "\n]}\n");
+    n_events = 0;
+    pthread_mutex_unlock(&trace_lock);
+    return fclose(f) == 0 ? TIDE_OK : tide_error_set(TIDE_E_IO, "trace: error writing %s", path);
+}
+
+static void trace_at_exit(void) {
+    if (trace_env_path && tide_trace_stop(trace_env_path) != TIDE_OK)
+        fprintf(stderr, "tide: %s\n", tide_last_error());
+}
+
+__attribute__((constructor)) static void engine_init(void) {
+    const char * p = getenv("TIDE_TRACE");
+    if (p && *p) {
+        trace_env_path = p;
+        tide_trace_start();
+        atexit(trace_at_exit);
+    }
+}
 
 int32_t tide_engine_busy_workers(void) { return atomic_load_explicit(&busy, memory_order_relaxed); }
 
@@ -97,10 +217,11 @@ static tide_status poison_error(tide_storage * s) {
 }
 
 /* Runs a task (inline or on a worker): poisoned inputs or a failure poison the outputs. */
-static tide_status execute(const tide_engine_task * t, tide_storage * const * reads, int32_t n_reads,
-                           tide_storage * const * writes, int32_t n_writes) {
+static tide_status execute(const tide_engine_task * t, int32_t id, int32_t queue, tide_storage * const * reads,
+                           int32_t n_reads, tide_storage * const * writes, int32_t n_writes) {
     tide_status st = TIDE_OK;
     char msg[1024];
+    double t0 = atomic_load_explicit(&tracing, memory_order_relaxed) ? now_us() : 0;
     for (int32_t i = 0; i < n_reads && st == TIDE_OK; i++) {
         if (atomic_load(&reads[i]->poisoned)) {
             st = (tide_status)atomic_load(&reads[i]->poisoned);
@@ -110,8 +231,18 @@ static tide_status execute(const tide_engine_task * t, tide_storage * const * re
     }
     if (st == TIDE_OK) {
         st = t->fn(t->ctx);
-        if (st != TIDE_OK) snprintf(msg, sizeof msg, "%s", tide_last_error());
+        if (st != TIDE_OK) {
+            char args[256] = "", where[128];
+            if (t->describe) t->describe(t->ctx, args, sizeof args);
+            origin_of(id, where, sizeof where);
+            if (id > 0)   /* a queued op: say which, since the error surfaces elsewhere */
+                snprintf(msg, sizeof msg, "%s (op %s on %s%s%s)", tide_last_error(), t->name, args,
+                         where[0] ? ", enqueued at " : "", where);
+            else
+                snprintf(msg, sizeof msg, "%s", tide_last_error());
+        }
     }
+    if (t0 > 0) trace_add(t, queue, t0, now_us());
     if (st != TIDE_OK) {
         for (int32_t i = 0; i < n_writes; i++) poison(writes[i], st, msg);
         tide_error_set(st, "%s", msg);
@@ -179,6 +310,9 @@ static void ready(op * o) {
 
 static void finish(op * o, tide_status st) {
     pthread_mutex_lock(&lock);
+    if (o->live_prev) o->live_prev->live_next = o->live_next; else live = o->live_next;
+    if (o->live_next) o->live_next->live_prev = o->live_prev;
+    progress++;
     for (int32_t i = 0; i < o->n_deps; i++) remove_dep(&o->deps[i]);
     for (int32_t i = 0; i < o->n_deps; i++) grant(o->deps[i].s);
     if (st != TIDE_OK && first_error == TIDE_OK) {
@@ -210,7 +344,7 @@ static void * worker(void * arg) {
             else reads[nr++] = o->deps[i].s;
         }
         atomic_fetch_add(&busy, 1);
-        tide_status st = execute(&o->task, reads, nr, writes, nw);
+        tide_status st = execute(&o->task, o->id, o->queue, reads, nr, writes, nw);
         atomic_fetch_sub(&busy, 1);
         finish(o, st);
         pthread_mutex_lock(&lock);
@@ -271,7 +405,7 @@ tide_status tide_engine_push(const tide_engine_task * task,
          * op holds its place in the queues while it runs, so theirs wait for it. */
         if (!many_threads) {
             pthread_mutex_unlock(&lock);
-            return execute(task, r, nr, w, nw);
+            return execute(task, 0, -1, r, nr, w, nw);
         }
         dep ds[MAX_DEPS];
         for (int32_t i = 0; i < nw + nr; i++) {
@@ -279,7 +413,7 @@ tide_status tide_engine_push(const tide_engine_task * task,
             enqueue_dep(&ds[i]);
         }
         pthread_mutex_unlock(&lock);
-        tide_status st = execute(task, r, nr, w, nw);
+        tide_status st = execute(task, 0, -1, r, nr, w, nw);
         pthread_mutex_lock(&lock);
         for (int32_t i = 0; i < nw + nr; i++) remove_dep(&ds[i]);
         for (int32_t i = 0; i < nw + nr; i++) grant(ds[i].s);
@@ -291,7 +425,7 @@ tide_status tide_engine_push(const tide_engine_task * task,
         pthread_mutex_unlock(&lock);
         for (int32_t i = 0; i < nr; i++) tide_engine_wait_storage(r[i]);
         for (int32_t i = 0; i < nw; i++) tide_engine_wait_storage(w[i]);
-        return execute(task, r, nr, w, nw);
+        return execute(task, 0, -1, r, nr, w, nw);
     }
 
     op * o = malloc(sizeof *o + task->ctx_size);
@@ -304,6 +438,13 @@ tide_status tide_engine_push(const tide_engine_task * task,
     o->task.ctx = o->payload;
     if (o->task.keep) o->task.keep(o->task.ctx);
     o->queue   = qi;
+    o->id      = next_id;
+    next_id    = next_id == INT32_MAX ? 1 : next_id + 1;
+    last_deferred = o->id;
+    o->live_prev = NULL;
+    o->live_next = live;
+    if (live) live->live_prev = o;
+    live = o;
     o->n_deps  = 0;
     o->waiting = nr + nw;
     for (int32_t i = 0; i < nw + nr; i++) {
@@ -336,16 +477,59 @@ tide_status tide_engine_push(const tide_engine_task * task,
 
 /* -- waits --------------------------------------------------------------------------- */
 
+static double watchdog_s = -1;   /* TIDE_WATCHDOG; 0: off */
+
+/* Prints the queued ops (under lock): what a stuck wait is waiting on. */
+static void report_stuck(double waited) {
+    fprintf(stderr, "tide watchdog: a wait has seen no op finish for %.0f s; queued ops, newest first:\n", waited);
+    int n = 0;
+    for (op * o = live; o && n < 50; o = o->live_next, n++) {
+        char args[256] = "";
+        if (o->task.describe) o->task.describe(o->task.ctx, args, sizeof args);
+        const char * where = origins[o->id % N_ORIGINS].id == o->id ? origins[o->id % N_ORIGINS].where : "?";
+        fprintf(stderr, "  op %d %s(%s) on queue %d, waiting on %d of %d storages, enqueued at %s\n", o->id,
+                o->task.name, args, o->queue, o->waiting, o->n_deps, where);
+    }
+}
+
+/* Waits on done_cond (under lock), with the watchdog's reports when it is set. */
+static void wait_done(int64_t * seen_progress, double * since) {
+    if (watchdog_s < 0) {
+        const char * e = getenv("TIDE_WATCHDOG");
+        watchdog_s = e ? atof(e) : 0;
+    }
+    if (watchdog_s <= 0) {
+        pthread_cond_wait(&done_cond, &lock);
+        return;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 1;
+    pthread_cond_timedwait(&done_cond, &lock, &ts);
+    double t = now_us() / 1e6;
+    if (progress != *seen_progress) {
+        *seen_progress = progress;
+        *since = t;
+    } else if (t - *since >= watchdog_s) {
+        report_stuck(t - *since);
+        *since = t;
+    }
+}
+
 tide_status tide_engine_wait_storage(tide_storage * s) {
     pthread_mutex_lock(&lock);
-    while (s->q_head) pthread_cond_wait(&done_cond, &lock);
+    int64_t seen = progress;
+    double  since = now_us() / 1e6;
+    while (s->q_head) wait_done(&seen, &since);
     pthread_mutex_unlock(&lock);
     return atomic_load(&s->poisoned) ? poison_error(s) : TIDE_OK;
 }
 
 tide_status tide_sync(void) {
     pthread_mutex_lock(&lock);
-    while (n_pending > 0) pthread_cond_wait(&done_cond, &lock);
+    int64_t seen = progress;
+    double  since = now_us() / 1e6;
+    while (n_pending > 0) wait_done(&seen, &since);
     tide_status st = first_error;
     if (st != TIDE_OK) tide_error_set(st, "%s", first_error_msg);
     first_error = TIDE_OK;

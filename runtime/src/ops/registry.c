@@ -266,6 +266,21 @@ static void drop_call(void * ctx) {
     for (int32_t i = 0; i < c->n_out; i++) tide_tensor_release(c->out[i]);
 }
 
+static void describe_call(const void * ctx, char * buf, size_t n) {
+    const tide_opcall * c = ctx;
+    size_t used = 0;
+    buf[0] = 0;
+    for (int32_t i = 0; i < c->n_in && used + 2 < n; i++) {
+        char sh[128];
+        used += (size_t)snprintf(buf + used, n - used, "%s%s %s", i ? ", " : "",
+                                 tide_dtype_name(c->in[i]->dtype_id), tide_shape_str(c->in[i], sh, sizeof sh));
+    }
+    if (c->n_in == 0 && c->n_out > 0) {
+        char sh[128];
+        snprintf(buf + used, n - used, "-> %s", tide_shape_str(c->out[0], sh, sizeof sh));
+    }
+}
+
 static bool same_view(const tide_tensor * a, const tide_tensor * b) {
     return a->storage == b->storage && a->offset == b->offset && a->ndim == b->ndim && a->dtype_id == b->dtype_id &&
            memcmp(a->sizes, b->sizes, (size_t)a->ndim * sizeof(int64_t)) == 0 &&
@@ -419,7 +434,8 @@ tide_status tide_op_call(int32_t op, tide_tensor * const * inputs, int32_t n_in,
     tide_storage * reads[TIDE_OP_MAX_IN], * writes[TIDE_OP_MAX_OUT];
     for (int32_t i = 0; i < n_in; i++) reads[i] = c.in[i]->storage;
     for (int32_t i = 0; i < c.n_out; i++) writes[i] = c.out[i]->storage;
-    tide_engine_task task = {run_kernel, &c, sizeof c, keep_call, drop_call, e->def.name, c.out[0]->nelem};
+    tide_engine_task task = {run_kernel, &c,        sizeof c,        keep_call,
+                             drop_call,  e->def.name, c.out[0]->nelem, describe_call};
     tide_status st = tide_engine_push(&task, reads, n_in, writes, c.n_out, dev);
     if (st != TIDE_OK) {
         for (int32_t i = 0; i < c.n_out; i++) tide_tensor_release(c.out[i]);
