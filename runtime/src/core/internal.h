@@ -191,6 +191,9 @@ TIDE_INTERNAL int32_t tide_engine_cpu_queues(void);
  * ranges of at least `grain` items, each a multiple of `align` (except the last).
  * Runs inline when n < 2*grain or one thread is set. Returns when all are done. */
 typedef void (*tide_range_fn)(void * ctx, int64_t begin, int64_t end);
+/* Makes this thread's parallel_for calls run inline: the cpu:N devices are one
+ * core's worth each, while "cpu" spreads a kernel over the whole pool. */
+TIDE_INTERNAL void tide_pool_set_serial(int32_t on);
 TIDE_INTERNAL void tide_parallel_for(int64_t n, int64_t grain, int64_t align, tide_range_fn fn, void * ctx);
 
 /* -- BLAS (ops/cpu/blas.c) ---------------------------------------------------- */

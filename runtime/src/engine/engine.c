@@ -329,6 +329,7 @@ static void finish(op * o, tide_status st) {
 
 static void * worker(void * arg) {
     devq * q = arg;
+    tide_pool_set_serial(q != &queues[0]);
     pthread_mutex_lock(&lock);
     for (;;) {
         while (!q->head) pthread_cond_wait(&work_cond, &lock);
@@ -400,7 +401,7 @@ tide_status tide_engine_push(const tide_engine_task * task,
     for (int32_t i = 0; i < nr && free_now; i++) free_now = storage_free(r[i], false);
     for (int32_t i = 0; i < nw && free_now; i++) free_now = storage_free(w[i], true);
     int32_t qi = queue_of(dev);
-    if (free_now && (sync || (task->cost < INLINE_COST && qi == 0))) {
+    if (free_now && (sync || (task->cost < INLINE_COST && qi == 0))) {   /* "cpu" only: cpu:N run serially */
         /* Nothing pending conflicts: run it here. When other threads push too, the
          * op holds its place in the queues while it runs, so theirs wait for it. */
         if (!many_threads) {

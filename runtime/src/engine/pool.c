@@ -33,6 +33,9 @@ static atomic_llong      generation;
 static int32_t           n_threads;             /* including the calling thread; 0 = not set yet */
 static int32_t           n_workers;             /* started */
 static _Thread_local int in_pool;               /* a worker, or a caller inside parallel_for */
+static _Thread_local int serial;                /* this thread's kernels run single-threaded */
+
+void tide_pool_set_serial(int32_t on) { serial = on; }
 
 static int32_t default_threads(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -92,7 +95,7 @@ void tide_parallel_for(int64_t n, int64_t grain, int64_t align, tide_range_fn fn
     int32_t threads = tide_get_num_threads();
     if (n <= 0) return;
     if (grain < 1) grain = 1;
-    if (threads == 1 || n < 2 * grain || in_pool || pthread_mutex_trylock(&pool_lock) != 0) {
+    if (threads == 1 || n < 2 * grain || in_pool || serial || pthread_mutex_trylock(&pool_lock) != 0) {
         fn(ctx, 0, n);
         return;
     }
