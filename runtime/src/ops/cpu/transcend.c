@@ -20,9 +20,11 @@
 
 /* -- float32 building blocks ---------------------------------------------------------------- */
 
-/* Accuracy (measured against float64 libm over sweeps of all binades): exp,
- * log, log1p, expm1, sigmoid, silu, sqrt, rsqrt, reciprocal, sin, cos within
- * 2 ulp; tanh and gelu within 3 ulp. Every function maps NaN to NaN and keeps
+/* Accuracy, measured against long double libm at every 61st float32 bit
+ * pattern and in every clone (SSE2, AVX2+FMA, AVX-512): exp, log, log1p,
+ * expm1, tanh, rsqrt within 1.6 ulp; sqrt, reciprocal, sin, cos 0.5 ulp;
+ * sigmoid, silu and tanh-gelu within 3 ulp; exact gelu within 5 ulp (near
+ * x = -1.5, from the erfc fit). Every function maps NaN to NaN and keeps
  * the sign of zero where the function is odd. Bit casts go through unions so
  * GCC sees plain lane operations; all integer work is unsigned (no UB on
  * NaN or garbage lanes). */
@@ -47,10 +49,12 @@ static const float LN2_LO = -2.12194440e-4f;
 /* 2^n for n in [-126, 127] */
 static inline float pow2i(uint32_t n) { return u2f((n + 127u) << 23); }
 
-/* exp(hi + lo) for hi + lo in [-104, 89], with n chosen from hi + lo and the
- * reduction r = hi + lo - n ln2 done as (hi - n LN2_HI) + lo - n LN2_LO, so that
- * a caller who splits its argument exactly (erfc) keeps the low bits. */
-static inline float exp_core(float hi, float lo) {
+/* exp(hi + lo) * 2^k for hi + lo in [-150, 89] and k in {0, 64}, with n
+ * chosen from hi + lo and the reduction r = hi + lo - n ln2 done as
+ * (hi - n LN2_HI) + lo - n LN2_LO, so that a caller who splits its argument
+ * exactly (erfc) keeps the low bits. k = 64 lets callers whose result is
+ * denormal multiply at full precision first and round once at the end. */
+static inline float exp_core(float hi, float lo, uint32_t k) {
     float    t = (hi + lo) * LOG2E + MAGIC_F;
     float    n = t - MAGIC_F;
     uint32_t ni = f2u(t) - f2u(MAGIC_F);            /* n, two's complement */
@@ -64,7 +68,8 @@ static inline float exp_core(float hi, float lo) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     float y = p * z + r + 1.0f;
-    /* scale in two halves so 2^n for n in [-150, 128] never leaves the normal range */
+    /* scale in two halves so 2^n for n in [-216, 192] never leaves the normal range */
+    ni += k;
     uint32_t n1 = (uint32_t)((int32_t)ni >> 1), n2 = ni - n1;
     return y * pow2i(n1) * pow2i(n2);
 }
@@ -72,7 +77,7 @@ static inline float exp_core(float hi, float lo) {
 static inline float f32_exp(float x) {
     x = x < -104.0f ? -104.0f : x;   /* NaN passes both clamps */
     x = x > 89.0f ? 89.0f : x;
-    return exp_core(x, 0.0f);
+    return exp_core(x, 0.0f, 0u);
 }
 
 static inline float f32_expm1(float x) {
@@ -159,28 +164,36 @@ static inline float f32_tanh(float x) {
     /* otherwise 1 - 2 / (exp(2|x|) + 1), sign put back */
     float big = 1.0f - 2.0f / (f32_exp(a + a) + 1.0f);
     big = x < 0.0f ? -big : big;
-    return a < 0.625f ? small : big;
+    return x == 0.0f ? x : (a < 0.625f ? small : big);   /* tanh(-0) = -0 */
 }
 
-/* sigmoid from e = exp(-|x|): 1/(1+e) for x >= 0, e/(1+e) below, so neither
- * side overflows and the negative tail keeps its relative accuracy. */
-static inline float f32_sigmoid(float x) {
-    float e = f32_exp(-fabsf(x));
-    return (x >= 0.0f ? 1.0f : e) / (1.0f + e);
+/* x sigmoid(v), v = vh + vl, from e = exp(-|v|): x/(1+e) for v >= 0,
+ * x e/(1+e) below, so neither side overflows and the negative tail keeps its
+ * relative accuracy; for v < -64 (1 + e = 1) e is scaled by 2^64 so that a
+ * denormal result is rounded once. x is clamped to -200 so that x = -inf
+ * gives the limit -0. */
+static inline float mul_sigmoid(float x, float v, float vl) {
+    float    h = v < 0.0f ? v : -v, hl = v < 0.0f ? vl : -vl;
+    uint32_t tiny = v < -64.0f;
+    hl = h < -150.0f ? 0.0f : hl;
+    h = h < -150.0f ? -150.0f : h;
+    float e = exp_core(h, hl, tiny ? 64u : 0u);
+    float num = v >= 0.0f ? 1.0f : e;
+    float den = 1.0f + (tiny ? 0.0f : e);
+    float xm = x < -200.0f ? -200.0f : x;
+    return xm * num / den * (tiny ? 0x1p-64f : 1.0f);
 }
 
-static inline float f32_silu(float x) {
-    float y = x * f32_sigmoid(x);
-    return x == -F32_INF ? -0.0f : y;          /* the limit, not -inf * 0 */
-}
+static inline float f32_sigmoid(float x) { return mul_sigmoid(1.0f, x, 0.0f); }
+static inline float f32_silu(float x) { return mul_sigmoid(x, x, 0.0f); }
 
-/* Phi(x), the standard normal CDF. |x| < 0.65: Taylor series of the odd part.
+/* gelu(x) = x Phi(x), Phi the standard normal CDF. |x| < 0.65: Taylor series of the odd part.
  * Otherwise Phi = 0.5 erfc(|x|/sqrt2) (mirrored for x > 0), with
  *   erfc(a) = C t exp(-a^2 + H(t - T0)),  t = 1 / (1 + a/2),
  * H a degree-9 fit (|error| < 2e-9 for a in [0.45, 10.6]); a^2 = x^2/2 is
  * split exactly (x = xh + xl, xh with 12 significant bits) because erfc's
  * relative error grows as 2 a^2 times the argument's. */
-static inline float f32_phi(float x) {
+static inline float f32_gelu(float x) {
     float a = fabsf(x);
     float z = x * x;
     /* 1/sqrt(2 pi) sum (-1)^k x^(2k+1) / (2^k k! (2k+1)), k <= 6 (the rest < 1e-10) */
@@ -193,12 +206,12 @@ static inline float f32_phi(float x) {
     p = p * z + 3.989422804e-01f;
     float sm = 0.5f + x * p;
 
-    float ac = a < 15.0f ? a : 15.0f;
+    float ac = a < 17.0f ? a : 17.0f;                  /* Phi(-17) x 17 is 0 in float */
     float ah = u2f(f2u(ac) & 0xfffff000u);
     float al = ac - ah;
     float hi = -0.5f * ah * ah;                       /* exact */
-    float t = 1.0f / (1.0f + 0.35355339f * ac);     /* 1 / (1 + a/2), a = |x|/sqrt2 */
-    float u = t - 0.48752835f;
+    float tc = 0.25625053f / (1.0f + 0.35355339f * ac);   /* C/2 t, t = 1 / (1 + a/2), a = |x|/sqrt2 */
+    float u = tc * 3.9024308f - 0.48752835f;             /* t - T0 */
     float h = 0.2534804f;
     h = h * u - 0.080095172f;
     h = h * u - 0.28436825f;
@@ -209,24 +222,25 @@ static inline float f32_phi(float x) {
     h = h * u + 0.20325713f;
     h = h * u + 1.3403890f;
     h = h * u - 0.020089343f;
-    float lo = h - (ah * al + 0.5f * al * al);
-    float hc = hi < -104.0f ? -104.0f : hi;           /* underflows to 0 either way */
-    float e = 0.25625053f * t * exp_core(hc, hi < -104.0f ? 0.0f : lo);   /* erfc(a) / 2 */
-    float big = x < 0.0f ? e : 1.0f - e;
-    return a < 0.65f ? sm : big;
-}
-
-static inline float f32_gelu(float x) {
-    float y = x * f32_phi(x);
-    return x == -F32_INF ? -0.0f : y;
+    float    lo = h - (ah * al + 0.5f * al * al);
+    uint32_t tiny = hi < -60.0f;                      /* erfc denormal: scale by 2^64 */
+    float    sc = tiny ? 0x1p-64f : 1.0f;
+    float    e = tc * exp_core(hi, lo, tiny ? 64u : 0u);   /* erfc(a) / 2 */
+    float    xc = x < -17.0f ? -17.0f : x;
+    float    neg = xc * e * sc, pos = x * (1.0f - e * sc);
+    return a < 0.65f ? x * sm : (x < 0.0f ? neg : pos);
 }
 
 /* tanh form: 0.5 x (1 + tanh(v/2)) = x sigmoid(v), v = 2 sqrt(2/pi) (x + 0.044715 x^3),
- * which avoids the cancellation of 1 + tanh for negative x. */
+ * which avoids the cancellation of 1 + tanh for negative x. The tail's
+ * relative error is |v| times v's, so v is formed in double and handed over
+ * as a float pair. */
 static inline float f32_gelu_tanh(float x) {
-    float v = 1.5957691216057308f * x * (1.0f + 0.044715f * x * x);
-    float y = x * f32_sigmoid(v);
-    return x == -F32_INF || x == F32_INF ? (x < 0.0f ? -0.0f : x) : y;
+    double xd = x;
+    double vd = 1.5957691216057308 * xd * (1.0 + 0.044715 * xd * xd);
+    float  vh = (float)vd;
+    float  vl = fabs(vd) < 1e30 ? (float)(vd - vh) : 0.0f;   /* 0 for inf, NaN */
+    return mul_sigmoid(x, vh, vl);
 }
 
 /* -- sin, cos ----------------------------------------------------------------------------------- */

@@ -1,0 +1,176 @@
+-- ops_bench.lua: the cost of ops, each figure next to a reference measured in
+-- the same run (bench/ref.c, loaded through the FFI):
+--   (a) one eager op on 1-element tensors, in ns (target < 300)
+--   (b) matmul GFLOP/s at n = 256, 1024, 2048 next to OpenBLAS's sgemm called
+--       directly with its own default threads (target >= 95%)
+--   (c) add, exp and tanh on 16M floats as GB/s (bytes read + written / time)
+--       next to a plain C copy loop (targets: add >= 80%, exp and tanh >= 50%)
+-- usage: build/tide bench/ops_bench.lua
+local tide = require "tide"
+local ffi = require "ffi"
+
+ffi.cdef [[
+  typedef struct { long s, ns; } ops_bench_timespec;
+  int clock_gettime(int clk, ops_bench_timespec * ts);
+  double tide_ref_copy(float * dst, const float * src, int64_t n, int32_t reps);
+  double tide_ref_add(float * dst, const float * a, const float * b, int64_t n, int32_t reps);
+  double tide_ref_sgemm(int32_t n, int32_t reps);
+  const char * tide_ref_blas_info(void);
+]]
+local ts = ffi.new("ops_bench_timespec")
+local function now()
+  ffi.C.clock_gettime(1, ts)
+  return tonumber(ts.s) + tonumber(ts.ns) * 1e-9
+end
+
+-- the reference library sits next to libtide in the build tree
+local libdir = (os.getenv("TIDE_LIBRARY") or ""):match("^(.*)/[^/]*$") or "."
+local ok_ref, ref = pcall(ffi.load, libdir .. "/libtide_bench_ref.so")
+if not ok_ref then print("note: no reference library (" .. tostring(ref) .. "); references skipped"); ref = nil end
+
+-- -- the machine --------------------------------------------------------------------------
+
+local function cpuinfo()
+  local f = io.open("/proc/cpuinfo")
+  if not f then return "?", 0 end
+  local s = f:read("*a")
+  f:close()
+  local n = 0
+  for _ in s:gmatch("\nprocessor%s*:") do n = n + 1 end
+  if s:match("^processor%s*:") then n = n + 1 end
+  return s:match("model name%s*:%s*([^\n]+)") or "?", n
+end
+local model, cores = cpuinfo()
+print(string.format("machine: %s, %d cores, tide threads %d", model, cores, tide.get_num_threads()))
+local cfg = tide.config()
+local keys = {}
+for k in pairs(cfg) do if k:match("^blas") then keys[#keys + 1] = k end end
+table.sort(keys)
+for _, k in ipairs(keys) do io.write(string.format("  %s=%s\n", k, tostring(cfg[k]))) end
+
+--- Whether op works on a small input (a kernel may not be written yet).
+local function has_kernel(f)
+  local ok, err = pcall(f)
+  if not ok then return false, tostring(err):gsub("^.-:%d+: ", "") end
+  return true
+end
+
+-- -- (a) eager op cost ---------------------------------------------------------------------
+
+do
+  local a, b = tide.ones(1), tide.ones(1)
+  local function per_op(f)
+    for _ = 1, 1e5 do f() end   -- warm-up: traces compiled, allocator caches filled
+    tide.sync()
+    local n = 1e6
+    local t0 = now()
+    for _ = 1, n do f() end
+    tide.sync()
+    return (now() - t0) / n * 1e9
+  end
+  print(string.format("(a) a + b on 1-element tensors: %.0f ns per op (target < 300)",
+    per_op(function() local _ = a + b end)))
+  local ok, why = has_kernel(function() return a:exp():item() end)
+  if ok then
+    print(string.format("    a:exp() on 1-element tensors: %.0f ns per op", per_op(function() local _ = a:exp() end)))
+  else
+    print("    a:exp() skipped: " .. why)
+  end
+end
+
+-- -- (b) matmul ----------------------------------------------------------------------------
+
+do
+  local ok, why = has_kernel(function() return tide.ones(2, 2):matmul(tide.ones(2, 2)):totable() end)
+  if not ok then
+    print("(b) skipped: " .. why)
+  else
+    print("(b) matmul float32, n x n by n x n, GFLOP/s (best of the runs)")
+    for _, n in ipairs { 256, 1024, 2048 } do
+      local reps = n <= 256 and 200 or n <= 1024 and 10 or 4
+      local a, b = tide.rand(n, n), tide.rand(n, n)
+      local c = a:matmul(b):wait()
+      c:free()
+      local best = math.huge
+      for _ = 1, reps do
+        local t0 = now()
+        c = a:matmul(b):wait()
+        best = math.min(best, now() - t0)
+        c:free()
+      end
+      local flops = 2 * n * n * n
+      local tide_gf = flops / best / 1e9
+      local line = string.format("    n=%-5d tide %7.1f", n, tide_gf)
+      if ref then
+        local rbest = math.huge
+        -- timed one product at a time, best of as many runs as Tide's
+        local batch = n <= 256 and 20 or 1
+        for _ = 1, math.max(1, reps / batch) do rbest = math.min(rbest, ref.tide_ref_sgemm(n, batch) / batch) end
+        local ob_gf = flops / rbest / 1e9
+        line = line .. string.format("   openblas %7.1f   tide/openblas %5.1f%% (target >= 95%%)", ob_gf,
+          100 * tide_gf / ob_gf)
+      end
+      print(line)
+      a:free(); b:free()
+    end
+    if ref then print("    openblas reference: " .. ffi.string(ref.tide_ref_blas_info())) end
+  end
+end
+
+-- -- (c) elementwise bandwidth ---------------------------------------------------------------
+
+do
+  local n = 16 * 1024 * 1024
+  local reps = 10
+  local x, y = tide.rand(n), tide.rand(n)
+  local function gbs(bytes, f)
+    local r = f(); r:wait(); r:free()
+    local best = math.huge
+    for _ = 1, reps do
+      local t0 = now()
+      r = f():wait()
+      best = math.min(best, now() - t0)
+      r:free()
+    end
+    return bytes / best / 1e9
+  end
+  local copy_gbs
+  if ref then
+    local dst = tide.empty(n)
+    local pd = ffi.cast("float *", dst:data_ptr())
+    local ps = ffi.cast("float *", x:data_ptr())
+    ref.tide_ref_copy(pd, ps, n, 1)
+    local best = math.huge
+    for _ = 1, reps do best = math.min(best, ref.tide_ref_copy(pd, ps, n, 1)) end
+    copy_gbs = 8 * n / best / 1e9
+    local abest = math.huge
+    for _ = 1, reps do abest = math.min(abest, ref.tide_ref_add(pd, ps, ffi.cast("float *", y:data_ptr()), n, 1)) end
+    print(string.format("(c) 16M floats, GB/s (bytes read + written / time); C copy loop %.1f, C add loop %.1f (one thread)",
+      copy_gbs, 12 * n / abest / 1e9))
+    dst:free()
+  else
+    print("(c) 16M floats, GB/s (bytes read + written / time)")
+  end
+  local cases = {
+    { "add", 12, function() return x + y end, 80 },
+    { "exp", 8, function() return x:exp() end, 50 },
+    { "tanh", 8, function() return x:tanh() end, 50 },
+  }
+  for _, case in ipairs(cases) do
+    local name, bpe, f, target = case[1], case[2], case[3], case[4]
+    local ok, why = has_kernel(function()
+      local s = tide.ones(4)
+      return (name == "add" and s + s or s[name](s)):totable()
+    end)
+    if not ok then
+      print(string.format("    %-5s skipped: %s", name, why))
+    else
+      local g = gbs(bpe * n, f)
+      if copy_gbs then
+        print(string.format("    %-5s %6.1f GB/s   %5.1f%% of copy (target >= %d%%)", name, g, 100 * g / copy_gbs, target))
+      else
+        print(string.format("    %-5s %6.1f GB/s", name, g))
+      end
+    end
+  end
+end
