@@ -7,6 +7,11 @@
 -- Everything above this file (lua/tide/) goes through what it returns.
 local ffi = require "ffi"
 
+-- One instance per Lua state, even when package.loaded is reset (busted does so
+-- between spec files): the tensor registry and the C declarations exist once.
+local REG = debug.getregistry()
+if REG["tide.bindings"] then return REG["tide.bindings"] end
+
 ffi.cdef(require "bindings.cdef")
 
 local function load_library()
@@ -179,4 +184,5 @@ function M.free(t)
   end
 end
 
+REG["tide.bindings"] = M
 return M

@@ -44,4 +44,20 @@ describe("bindings", function()
       assert.are.equal("function", type(tide[name]), name)
     end
   end)
+
+  it("exist once per Lua state, even when package.loaded is cleared", function()
+    local saved = {}
+    for name, m in pairs(package.loaded) do
+      if name == "tide" or name:match("^tide%.") or name:match("^bindings%.") then saved[name] = m end
+    end
+    for name in pairs(saved) do package.loaded[name] = nil end
+    local again = require "tide"
+    for name, m in pairs(saved) do package.loaded[name] = m end
+    assert.are.equal(tide, again)
+    -- a tensor made through the reloaded module is freed through the metatype's methods
+    collectgarbage()
+    local before = tide.memory_stats().reused
+    for _ = 1, 10 do again.zeros(5000):free() end
+    assert.is_true(tide.memory_stats().reused - before >= 9)
+  end)
 end)

@@ -298,10 +298,11 @@ describe("scatter and scatter_add", function()
       { { 0, 7 }, { 7, 0 } })
   end)
 
-  -- TODO(lead): enable once tensor.lua's index_op makes the src tensor before new_params()
-  -- (full_like reuses the shared params block and overwrites the dim).
-  pending("scatter takes a number as src", function()
+  it("scatter takes a number as src", function()
     H.equal(tide.zeros(2, 2):scatter(-1, tide.tensor({ { 2 }, { 1 } }, "int64"), 7), { { 0, 7 }, { 7, 0 } })
+    H.equal(tide.zeros(2, 3, "int64"):scatter_(1, tide.tensor({ { 2, 1, 2 } }, "int64"), 4),
+      { { 0, 4, 0 }, { 4, 0, 4 } })
+    H.equal(tide.zeros(3):index_add(1, tide.tensor({ 3, 3 }, "int64"), 2.5), { 0, 0, 5 })
   end)
 
   it("scatter_add sums duplicates", function()

@@ -37,7 +37,7 @@ local function erfc_pos(a)
       term = -term * a * a / k
       local add = term / (2 * k + 1)
       sum = sum + add
-    until math.abs(add) < 1e-17 * math.abs(sum)
+    until math.abs(add) <= 1e-17 * math.abs(sum)   -- <=: a = 0 ends at once
     return 1 - 2 / SQRTPI * sum
   end
   if a == inf then return 0 end

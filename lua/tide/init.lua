@@ -2,6 +2,9 @@
 -- This file assembles the module: the tensor metatype (methods, operators,
 -- indexing, printing), the creation functions, the random functions and the
 -- runtime's settings. The op functions themselves come from tide.tensor.
+-- Like the bindings, one instance per Lua state: the metatype binds its methods once.
+local REG = debug.getregistry()
+if REG["tide.module"] then return REG["tide.module"] end
 local B = require "bindings.ffi"
 local T = require "tide.tensor"
 local index = require "tide.index"
@@ -349,4 +352,5 @@ end
 tide.format = format
 tide.Tensor = methods   -- the method table, for extension: function tide.Tensor.foo(t) ... end
 
+REG["tide.module"] = tide
 return tide

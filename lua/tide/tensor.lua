@@ -364,15 +364,14 @@ local function index_op(name, n_in, inplace_ok)
   local op = op_ids[name]
   local function call(a, dim, index, src, out)
     need_tensor(index, name, "index", 3)
+    if n_in == 3 then   -- first: full_like runs an op, which reuses the shared params and inputs
+      if type(src) == "number" then src = functions.full_like(index, src, a:dtype()) end
+      need_tensor(src, name, "src", 3)
+    end
     local p = new_params()
     set_dims(p, dim, name)
     p.flags = ONE_BASED
-    ins[0], ins[1] = a, index
-    if n_in == 3 then
-      if type(src) == "number" then src = functions.full_like(index, src, a:dtype()) end
-      need_tensor(src, name, "src", 3)
-      ins[2] = src
-    end
+    ins[0], ins[1], ins[2] = a, index, src
     return run(op, n_in, p, out)
   end
   functions[name] = function(a, dim, index, src) return call(a, dim, index, src, nil) end

@@ -26,6 +26,23 @@ typedef struct { block * head; int n; } small_cache;
 static _Thread_local small_cache small[N_SMALL];
 static atomic_llong small_in_use, small_cached, small_allocs, small_reused;
 
+static void flush_thread_caches(void * unused);
+
+/* A thread's caches go back when it exits, so programs that start and end
+ * threads which touch tensors do not leak what those threads cached. */
+static pthread_once_t      exit_key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t       exit_key;
+static _Thread_local bool  exit_hooked;
+
+static void make_exit_key(void) { pthread_key_create(&exit_key, flush_thread_caches); }
+
+static inline void hook_thread_exit(void) {
+    if (__builtin_expect(exit_hooked, 1)) return;
+    exit_hooked = true;
+    pthread_once(&exit_key_once, make_exit_key);
+    pthread_setspecific(exit_key, &exit_hooked);
+}
+
 /* Class of a request and its rounded size: multiples of 64 up to 512 bytes, then
  * four classes per power of two (at most 25% waste). */
 static int size_class(size_t n, size_t * rounded) {
@@ -56,6 +73,7 @@ void * tide_host_alloc(size_t nbytes, size_t * capacity) {
     void * p   = NULL;
     if (cls >= 0 && cls < N_SMALL) {
         small_cache * c = &small[cls];
+        hook_thread_exit();
         atomic_fetch_add_explicit(&small_allocs, 1, memory_order_relaxed);
         if (c->head) {
             p       = c->head;
@@ -103,6 +121,7 @@ void tide_host_free(void * p, size_t capacity) {
     int    cls = size_class(capacity, &rounded);
     if (cls >= 0 && cls < N_SMALL && rounded == capacity) {
         small_cache * c = &small[cls];
+        hook_thread_exit();
         atomic_fetch_add_explicit(&small_in_use, -(long long)capacity, memory_order_relaxed);
         if (c->n < SMALL_CACHE_MAX) {
             block * b = p;
@@ -115,9 +134,21 @@ void tide_host_free(void * p, size_t capacity) {
         }
         return;
     }
+    block * evicted = NULL;
     pthread_mutex_lock(&lock);
     stats.bytes_in_use -= (int64_t)capacity;
-    if (cls >= 0 && rounded == capacity && stats.bytes_cached + (int64_t)capacity <= CACHE_LIMIT) {
+    if (cls >= 0 && rounded == capacity && (int64_t)capacity <= CACHE_LIMIT) {
+        /* A full cache makes room by giving back its largest blocks, so a long run
+         * that once held big tensors still reuses the blocks it uses now. */
+        for (int c = N_CLASSES - 1; c >= 0 && stats.bytes_cached + (int64_t)capacity > CACHE_LIMIT; c--) {
+            while (free_lists[c] && stats.bytes_cached + (int64_t)capacity > CACHE_LIMIT) {
+                block * b     = free_lists[c];
+                free_lists[c] = b->next;
+                b->next       = evicted;
+                evicted       = b;
+                stats.bytes_cached -= (int64_t)class_size(c);
+            }
+        }
         block * b       = p;
         b->next         = free_lists[cls];
         free_lists[cls] = b;
@@ -126,9 +157,14 @@ void tide_host_free(void * p, size_t capacity) {
     }
     pthread_mutex_unlock(&lock);
     free(p);
+    while (evicted) {
+        block * n = evicted->next;
+        free(evicted);
+        evicted = n;
+    }
 }
 
-void tide_mem_empty_cache(void) {
+static void free_small_caches(void) {
     for (int c = 0; c < N_SMALL; c++) {   /* this thread's small blocks */
         while (small[c].head) {
             block * b      = small[c].head;
@@ -138,6 +174,10 @@ void tide_mem_empty_cache(void) {
         }
         small[c].n = 0;
     }
+}
+
+void tide_mem_empty_cache(void) {
+    free_small_caches();
     block * all = NULL;
     pthread_mutex_lock(&lock);
     for (int c = 0; c < N_CLASSES; c++) {
@@ -175,6 +215,19 @@ void tide_mem_get_stats(tide_mem_stats * out) {
 enum { OBJ_CACHE_MAX = 1024, OBJ_KINDS = 2 };
 static _Thread_local small_cache obj_cache[OBJ_KINDS];
 
+static void flush_thread_caches(void * unused) {
+    (void)unused;
+    free_small_caches();
+    for (int k = 0; k < OBJ_KINDS; k++) {
+        while (obj_cache[k].head) {
+            block * b         = obj_cache[k].head;
+            obj_cache[k].head = b->next;
+            free(b);
+        }
+        obj_cache[k].n = 0;
+    }
+}
+
 void * tide_obj_alloc(int kind, size_t size) {
     small_cache * c = &obj_cache[kind];
     void * p;
@@ -193,6 +246,7 @@ void * tide_obj_alloc(int kind, size_t size) {
 void tide_obj_free(int kind, void * p) {
     small_cache * c = &obj_cache[kind];
     if (!p) return;
+    hook_thread_exit();
     if (c->n >= OBJ_CACHE_MAX) {
         free(p);
         return;

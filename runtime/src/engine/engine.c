@@ -25,6 +25,11 @@
 enum { MAX_DEPS = TIDE_OP_MAX_IN + TIDE_OP_MAX_OUT, MAX_QUEUES = 65 };
 /* Below this cost (elements) a task whose storages are free runs inline. */
 enum { INLINE_COST = 1 << 16 };
+/* Back-pressure: a host thread that has this many ops queued, or ops holding
+ * this many bytes, waits until half of them are done, so a loop that enqueues
+ * faster than the devices run cannot fill memory with pending results. */
+enum { MAX_PENDING_OPS = 4096 };
+#define MAX_PENDING_BYTES ((int64_t)512 << 20)
 
 typedef struct tide_dep {
     struct op *       op;
@@ -41,6 +46,7 @@ typedef struct op {
     int32_t          n_deps;
     int32_t          waiting;   /* deps not granted yet */
     int32_t          queue;
+    int64_t          held_bytes; /* of the storages it keeps alive, for back-pressure */
     dep              deps[MAX_DEPS];
     struct op *      next;      /* in the device queue */
     _Alignas(16) char payload[];
@@ -57,6 +63,8 @@ static pthread_cond_t  work_cond = PTHREAD_COND_INITIALIZER;   /* a device queue
 static pthread_cond_t  done_cond = PTHREAD_COND_INITIALIZER;   /* an op finished */
 static devq            queues[MAX_QUEUES];      /* 0: "cpu", 1 + i: "cpu:i" */
 static int64_t         n_pending;               /* pushed, not finished (deferred ones) */
+static int64_t         pending_bytes;           /* held by those ops' storages */
+static _Thread_local bool on_worker;            /* an engine worker: never throttled */
 static atomic_int      busy;                    /* workers running a task */
 static int32_t         sync_mode = -1;          /* -1: not read from the environment yet */
 static pthread_t       owner;                   /* the first thread that pushed */
@@ -320,6 +328,7 @@ static void finish(op * o, tide_status st) {
         snprintf(first_error_msg, sizeof first_error_msg, "%s", tide_last_error());
     }
     n_pending--;
+    pending_bytes -= o->held_bytes;
     pthread_cond_broadcast(&done_cond);
     pthread_mutex_unlock(&lock);
     if (o->task.drop) o->task.drop(o->task.ctx);
@@ -329,6 +338,7 @@ static void finish(op * o, tide_status st) {
 
 static void * worker(void * arg) {
     devq * q = arg;
+    on_worker = true;
     tide_pool_set_serial(q != &queues[0]);
     pthread_mutex_lock(&lock);
     for (;;) {
@@ -359,6 +369,8 @@ static int32_t queue_of(tide_device dev) {
 }
 
 /* -- push ---------------------------------------------------------------------------- */
+
+static void wait_done(int64_t * seen_progress, double * since);
 
 tide_status tide_engine_push(const tide_engine_task * task,
                              tide_storage * const * reads, int32_t n_reads,
@@ -448,6 +460,7 @@ tide_status tide_engine_push(const tide_engine_task * task,
     live = o;
     o->n_deps  = 0;
     o->waiting = nr + nw;
+    o->held_bytes = 0;
     for (int32_t i = 0; i < nw + nr; i++) {
         dep * d     = &o->deps[o->n_deps++];
         d->op       = o;
@@ -456,8 +469,10 @@ tide_status tide_engine_push(const tide_engine_task * task,
         d->granted  = false;
         tide_storage_retain(d->s);
         enqueue_dep(d);
+        o->held_bytes += (int64_t)tide_storage_nbytes(d->s);
     }
     n_pending++;
+    pending_bytes += o->held_bytes;
     devq * q = &queues[qi];
     if (!q->started) {
         if (pthread_create(&q->thread, NULL, worker, q) != 0) {
@@ -471,6 +486,12 @@ tide_status tide_engine_push(const tide_engine_task * task,
         ready(o);
     } else {
         for (int32_t i = 0; i < o->n_deps; i++) grant(o->deps[i].s);
+    }
+    if ((n_pending > MAX_PENDING_OPS || pending_bytes > MAX_PENDING_BYTES) && !on_worker) {
+        int64_t seen = progress;
+        double  since = now_us() / 1e6;
+        while (n_pending > MAX_PENDING_OPS / 2 || pending_bytes > MAX_PENDING_BYTES / 2)
+            wait_done(&seen, &since);
     }
     pthread_mutex_unlock(&lock);
     return TIDE_OK;

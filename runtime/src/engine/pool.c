@@ -30,7 +30,7 @@ static job_t             job;
 static int32_t           active;                /* workers inside run_ranges; under wake_lock */
 static atomic_llong      next_range, done_ranges;
 static atomic_llong      generation;
-static int32_t           n_threads;             /* including the calling thread; 0 = not set yet */
+static atomic_int        n_threads;             /* including the calling thread; 0 = not set yet */
 static int32_t           n_workers;             /* started */
 static _Thread_local int in_pool;               /* a worker, or a caller inside parallel_for */
 static _Thread_local int serial;                /* this thread's kernels run single-threaded */
@@ -45,14 +45,15 @@ static int32_t default_threads(void) {
 void tide_set_num_threads(int32_t n) {
     if (n < 1) n = default_threads();
     if (n > MAX_THREADS) n = MAX_THREADS;
-    pthread_mutex_lock(&pool_lock);
-    n_threads = n;
-    pthread_mutex_unlock(&pool_lock);
+    atomic_store(&n_threads, n);
 }
 
 int32_t tide_get_num_threads(void) {
-    if (!n_threads) tide_set_num_threads(0);
-    return n_threads;
+    int32_t n = atomic_load_explicit(&n_threads, memory_order_relaxed);
+    if (n) return n;
+    int32_t expected = 0;
+    atomic_compare_exchange_strong(&n_threads, &expected, default_threads());
+    return atomic_load(&n_threads);
 }
 
 static void run_ranges(const job_t * j) {

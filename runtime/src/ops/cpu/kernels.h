@@ -50,7 +50,8 @@ static inline int64_t tide_elem_offset(int32_t ndim, const int64_t * sizes, cons
 #define TIDE_FOR_ALL(M)   TIDE_FOR_NUM(M) M(TIDE_DTYPE_BOOL, uint8_t)
 
 /* Loops are compiled for several instruction sets and picked at load time. */
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__clang__)
+/* (not under the sanitizers: their runtimes are not up yet when ifunc resolvers run) */
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) && !defined(__clang__)
 #define TIDE_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2,fma", "default")))
 #else
 #define TIDE_SIMD_CLONES
