@@ -524,9 +524,12 @@ static void wait_done(int64_t * seen_progress, double * since) {
         pthread_cond_wait(&done_cond, &lock);
         return;
     }
-    struct timespec ts;
+    struct timespec ts;   /* wake at least as often as the watchdog's period, and once a second */
     clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += 1;
+    double  step = watchdog_s < 1 ? watchdog_s : 1;
+    int64_t ns   = ts.tv_nsec + (int64_t)(step * 1e9);
+    ts.tv_sec += ns / 1000000000;
+    ts.tv_nsec = ns % 1000000000;
     pthread_cond_timedwait(&done_cond, &lock, &ts);
     double t = now_us() / 1e6;
     if (progress != *seen_progress) {
