@@ -53,6 +53,8 @@ test-tsan: deps build-tsan/CMakeCache.txt
 
 bench: build
 	$(BUILD)/tide bench/ops_bench.lua
+	$(BUILD)/tide bench/engine_bench.lua
+	$(BUILD)/tide bench/transcend_bench.lua
 
 sz:
 	@for d in runtime/include runtime/src/core runtime/src/ops runtime/src/engine bindings lua/tide spec; do \
