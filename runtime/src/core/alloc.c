@@ -21,10 +21,24 @@ static tide_mem_stats  stats;            /* under lock, except the counters belo
 
 /* Small blocks (the common case of many tiny tensors) first go through a cache
  * per thread, with no lock; the counters they touch are atomics. */
-enum { N_SMALL = 12, SMALL_CACHE_MAX = 256 };
+/* A collection cycle releases thousands of tensors at once: the caches hold
+ * that many, up to 1 MiB of blocks per class, rather than going back to malloc. */
+enum { N_SMALL = 12, SMALL_CACHE_BYTES = 1 << 20 };
 typedef struct { block * head; int n; } small_cache;
 static _Thread_local small_cache small[N_SMALL];
-static atomic_llong small_in_use, small_cached, small_allocs, small_reused;
+/* Their counters are per thread too: each thread writes only its own (relaxed
+ * stores, no locked instructions on the hot path) and readers add them up. */
+typedef struct thread_counts {
+    atomic_llong           in_use, cached, allocs, reused;
+    struct thread_counts * next;
+} thread_counts;
+static _Thread_local thread_counts counts;
+static thread_counts * all_counts;     /* live threads' counters; under lock */
+static thread_counts   retired;        /* what exited threads counted; under lock */
+
+static inline void count(atomic_llong * c, long long d) {
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + d, memory_order_relaxed);
+}
 
 static void flush_thread_caches(void * unused);
 
@@ -41,6 +55,10 @@ static inline void hook_thread_exit(void) {
     exit_hooked = true;
     pthread_once(&exit_key_once, make_exit_key);
     pthread_setspecific(exit_key, &exit_hooked);
+    pthread_mutex_lock(&lock);
+    counts.next = all_counts;
+    all_counts  = &counts;
+    pthread_mutex_unlock(&lock);
 }
 
 /* Class of a request and its rounded size: multiples of 64 up to 512 bytes, then
@@ -74,18 +92,18 @@ void * tide_host_alloc(size_t nbytes, size_t * capacity) {
     if (cls >= 0 && cls < N_SMALL) {
         small_cache * c = &small[cls];
         hook_thread_exit();
-        atomic_fetch_add_explicit(&small_allocs, 1, memory_order_relaxed);
+        count(&counts.allocs, 1);
         if (c->head) {
             p       = c->head;
             c->head = c->head->next;
             c->n--;
-            atomic_fetch_add_explicit(&small_cached, -(long long)rounded, memory_order_relaxed);
-            atomic_fetch_add_explicit(&small_reused, 1, memory_order_relaxed);
+            count(&counts.cached, -(long long)rounded);
+            count(&counts.reused, 1);
         } else {
             p = aligned_alloc(TIDE_ALIGN, rounded);
             if (!p) return NULL;
         }
-        atomic_fetch_add_explicit(&small_in_use, (long long)rounded, memory_order_relaxed);
+        count(&counts.in_use, (long long)rounded);
         *capacity = rounded;
         return p;
     }
@@ -122,13 +140,13 @@ void tide_host_free(void * p, size_t capacity) {
     if (cls >= 0 && cls < N_SMALL && rounded == capacity) {
         small_cache * c = &small[cls];
         hook_thread_exit();
-        atomic_fetch_add_explicit(&small_in_use, -(long long)capacity, memory_order_relaxed);
-        if (c->n < SMALL_CACHE_MAX) {
+        count(&counts.in_use, -(long long)capacity);
+        if ((size_t)c->n * capacity < SMALL_CACHE_BYTES) {
             block * b = p;
             b->next   = c->head;
             c->head   = b;
             c->n++;
-            atomic_fetch_add_explicit(&small_cached, (long long)capacity, memory_order_relaxed);
+            count(&counts.cached, (long long)capacity);
         } else {
             free(p);
         }
@@ -169,7 +187,7 @@ static void free_small_caches(void) {
         while (small[c].head) {
             block * b      = small[c].head;
             small[c].head  = b->next;
-            atomic_fetch_add_explicit(&small_cached, -(long long)class_size(c), memory_order_relaxed);
+            count(&counts.cached, -(long long)class_size(c));
             free(b);
         }
         small[c].n = 0;
@@ -200,11 +218,13 @@ void tide_mem_empty_cache(void) {
 void tide_mem_get_stats(tide_mem_stats * out) {
     pthread_mutex_lock(&lock);
     *out = stats;
+    for (const thread_counts * c = &retired; c; c = c == &retired ? all_counts : c->next) {
+        out->bytes_in_use += atomic_load_explicit(&c->in_use, memory_order_relaxed);
+        out->bytes_cached += atomic_load_explicit(&c->cached, memory_order_relaxed);
+        out->n_allocs += atomic_load_explicit(&c->allocs, memory_order_relaxed);
+        out->n_reused += atomic_load_explicit(&c->reused, memory_order_relaxed);
+    }
     pthread_mutex_unlock(&lock);
-    out->bytes_in_use += atomic_load(&small_in_use);
-    out->bytes_cached += atomic_load(&small_cached);
-    out->n_allocs += atomic_load(&small_allocs);
-    out->n_reused += atomic_load(&small_reused);
     if (out->bytes_in_use > out->peak_in_use) out->peak_in_use = out->bytes_in_use;  /* small blocks: at least */
 }
 
@@ -212,7 +232,7 @@ void tide_mem_get_stats(tide_mem_stats * out) {
 
 /* Tensor and storage headers come from per-thread free lists in front of malloc,
  * so creating an op's output makes no malloc call in steady state. */
-enum { OBJ_CACHE_MAX = 1024, OBJ_KINDS = 2 };
+enum { OBJ_CACHE_MAX = 16384, OBJ_KINDS = 2 };
 static _Thread_local small_cache obj_cache[OBJ_KINDS];
 
 static void flush_thread_caches(void * unused) {
@@ -226,6 +246,17 @@ static void flush_thread_caches(void * unused) {
         }
         obj_cache[k].n = 0;
     }
+    pthread_mutex_lock(&lock);   /* fold this thread's counters into the retired ones */
+    for (thread_counts ** p = &all_counts; *p; p = &(*p)->next) {
+        if (*p != &counts) continue;
+        *p = counts.next;
+        break;
+    }
+    count(&retired.in_use, atomic_load(&counts.in_use));
+    count(&retired.cached, atomic_load(&counts.cached));
+    count(&retired.allocs, atomic_load(&counts.allocs));
+    count(&retired.reused, atomic_load(&counts.reused));
+    pthread_mutex_unlock(&lock);
 }
 
 void * tide_obj_alloc(int kind, size_t size) {
