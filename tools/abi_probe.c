@@ -14,6 +14,7 @@ int main(void) {
     OFF(tide_tensor, sizes); OFF(tide_tensor, strides); OFF(tide_tensor, offset); OFF(tide_tensor, nelem);
     OFF(tide_tensor, storage); OFF(tide_tensor, ndim); OFF(tide_tensor, dtype_id); OFF(tide_tensor, refcount);
     OFF(tide_tensor, flags); OFF(tide_tensor, dev); OFF(tide_tensor, tag);
+    OFF(tide_tensor, ag_node); OFF(tide_tensor, ag_grad); OFF(tide_tensor, ag_output_nr);
     SIZE(tide_device);
     OFF(tide_device, type); OFF(tide_device, index);
     SIZE(tide_op_params);

@@ -9,6 +9,7 @@ local B = require "bindings.ffi"
 local T = require "tide.tensor"
 local index = require "tide.index"
 local format = require "tide.format"
+local autograd = require "tide.autograd"
 local ffi, C = B.ffi, B.C
 local fail, raise, wrap = B.fail, B.raise, B.wrap
 local methods, functions, is_tensor = T.methods, T.functions, T.is_tensor
@@ -21,16 +22,23 @@ tide.is_tensor = is_tensor
 -- -- the metatype ---------------------------------------------------------------------
 
 local add, sub, mul, div = functions.add, functions.sub, functions.mul, functions.div
+local getters, setters = autograd.getters, autograd.setters
 local mt = {
   __index = function(t, k)
     local m = methods[k]
     if m ~= nil then return m end
+    local get = getters[k]
+    if get then return get(t) end
     if type(k) == "string" then
       fail(string.format("tensor has no method or field '%s'", k))
     end
     return index.get(t, k)
   end,
-  __newindex = function(t, k, v) index.set(t, k, v) end,
+  __newindex = function(t, k, v)
+    local set = setters[k]
+    if set then return set(t, v) end
+    index.set(t, k, v)
+  end,
   __add = add,
   __sub = sub,
   __mul = mul,
@@ -77,6 +85,12 @@ local function creation_args(name, ...)
   return sizes, dtype, opts
 end
 
+-- Applies opts.requires_grad to a new tensor.
+local function finish(t, opts)
+  if type(opts) == "table" and opts.requires_grad then t:requires_grad_() end
+  return t
+end
+
 -- The device named by opts.device (nil for the default "cpu").
 local function device_of(opts)
   local name = opts and type(opts) == "table" and opts.device
@@ -100,9 +114,9 @@ local function full_op(opname, sizes, dtype, s0, s1, opts)
     local t = C.tide_tensor_empty(n, T.sizebuf, dtype, dev)
     if t == nil then raise() end
     t = wrap(t, tonumber(t.nelem) * tonumber(C.tide_dtype_size(dtype)))
-    return T.run(T.op_ids[opname], 0, p, t)
+    return finish(T.run(T.op_ids[opname], 0, p, t), opts)
   end
-  return T.run(T.op_ids[opname], 0, p, nil)
+  return finish(T.run(T.op_ids[opname], 0, p, nil), opts)
 end
 
 --- zeros(2, 3), zeros({2, 3}), zeros(2, 3, {dtype = "int64"}) or zeros(2, 3, "int64").
@@ -114,7 +128,7 @@ function tide.empty(...)
   local n = T.fill_sizes(s, "empty")
   local t = C.tide_tensor_empty(n, T.sizebuf, d, device_of(o) or ffi.new("tide_device", { 0, -1 }))
   if t == nil then raise() end
-  return wrap(t, tonumber(t.nelem) * tonumber(C.tide_dtype_size(d)))
+  return finish(wrap(t, tonumber(t.nelem) * tonumber(C.tide_dtype_size(d))), o)
 end
 --- full(sizes, value, dtype_or_opts)
 function tide.full(sizes, value, opts)
@@ -229,7 +243,7 @@ function tide.tensor(data, opts)
   end
   local t = C.tide_tensor_from_doubles(buf, n, T.sizebuf, d)
   if t == nil then raise() end
-  return wrap(t, #flat * tonumber(C.tide_dtype_size(d)))
+  return finish(wrap(t, #flat * tonumber(C.tide_dtype_size(d))), opts)
 end
 
 -- -- random ---------------------------------------------------------------------------
@@ -350,6 +364,9 @@ function tide.dtypes()
 end
 
 tide.format = format
+tide.autograd = autograd
+tide.no_grad, tide.enable_grad = autograd.no_grad, autograd.enable_grad
+tide.set_grad_enabled, tide.is_grad_enabled = autograd.set_grad_enabled, autograd.is_grad_enabled
 tide.Tensor = methods   -- the method table, for extension: function tide.Tensor.foo(t) ... end
 
 REG["tide.module"] = tide

@@ -113,9 +113,12 @@ char *      tide_device_format(tide_device dev, char * buf, size_t n);
 enum { TIDE_MAX_DIMS = 8 };
 
 typedef struct tide_storage tide_storage;   /* opaque, reference-counted */
+typedef struct tide_node    tide_node;      /* opaque: a step of the autograd graph */
 
 enum {
-    TIDE_TENSOR_WRAPPED_NUMBER = 1   /* made from a host number: weak in type promotion */
+    TIDE_TENSOR_WRAPPED_NUMBER = 1,  /* made from a host number: weak in type promotion */
+    TIDE_TENSOR_REQUIRES_GRAD  = 2,  /* a leaf whose gradient is accumulated in ag_grad */
+    TIDE_TENSOR_VIEW           = 4   /* shares its storage with the tensor it was viewed from */
 };
 
 /* A strided view over a storage. The fields are public so that the FFI reads
@@ -132,6 +135,13 @@ typedef struct tide_tensor {
     uint32_t       flags;                   /* TIDE_TENSOR_* */
     tide_device    dev;                     /* where the storage lives */
     int64_t        tag;                     /* the binding's own: the Lua registry slot */
+    /* Autograd: the node that made this tensor (retained; NULL for leaves and
+     * tensors outside the graph), which of its outputs it is, and for leaves
+     * that require grad the accumulated gradient (retained, or NULL). */
+    tide_node *          ag_node;
+    struct tide_tensor * ag_grad;
+    int32_t              ag_output_nr;
+    int32_t              ag_reserved;
 } tide_tensor;
 
 void          tide_tensor_retain(tide_tensor * t);
@@ -241,6 +251,55 @@ tide_status tide_op_get_info(int32_t op, tide_op_info * out);
  * Asynchronous: errors found by kernels surface at the next wait. */
 tide_status tide_op_call(int32_t op, tide_tensor * const * inputs, int32_t n_in,
                          const tide_op_params * params, tide_tensor ** outputs, tide_tensor * out);
+
+/* -- autograd ------------------------------------------------------------ */
+/*
+ * Define-by-run reverse mode. While grad mode is on (the default, per thread),
+ * every differentiable op whose inputs require grad records a node holding what
+ * its backward rule needs (detached aliases of saved tensors, with the storage
+ * versions they had); its outputs point at the node. Views record nodes too.
+ * Backward walks the nodes in reverse and runs each rule as ordinary ops, so it
+ * is queued on the engine and runs asynchronously like the forward pass.
+ * Gradients of broadcast inputs are summed back to the input's shape, and
+ * converted back to its dtype and device. One backward walk runs at a time in
+ * a process (the walk only enqueues work; the work itself runs in parallel).
+ */
+
+/* Grad mode of the calling thread: 1 records nodes (the default), 0 does not. */
+void        tide_autograd_set_enabled(int32_t on);
+int32_t     tide_autograd_is_enabled(void);
+/* 1 if t takes part in autograd: a leaf flagged REQUIRES_GRAD or the output of a recorded node. */
+int32_t     tide_tensor_requires_grad(const tide_tensor * t);
+/* Makes t a leaf that requires grad (on = 1) or stops it requiring grad (on = 0).
+ * Fails for a non-leaf (it requires grad through its node: use detach) and for
+ * tensors whose dtype is not a floating type. */
+tide_status tide_tensor_set_requires_grad(tide_tensor * t, int32_t on);
+/* The accumulated gradient of a leaf: +1, or NULL (no error set) when none. */
+tide_tensor * tide_tensor_grad(tide_tensor * t);
+/* Replaces t's gradient with g (retained; NULL clears it). g must have t's
+ * shape, dtype and device. */
+tide_status tide_tensor_set_grad(tide_tensor * t, tide_tensor * g);
+/* A new tensor over the same storage and view that does not require grad. */
+tide_tensor * tide_tensor_detach(tide_tensor * t);
+/* The name of the op that made t ("mul", "view", ...) or NULL for leaves. Static. */
+const char * tide_tensor_grad_fn_name(const tide_tensor * t);
+/* Computes the gradients of n root tensors with respect to the leaves that
+ * require grad, accumulating them into the leaves' gradients. grads[i] is the
+ * gradient of roots[i] (same shape), or NULL for a one-element root (taken as 1).
+ * Without retain_graph the nodes' saved tensors are freed as the walk passes
+ * them, and a second backward through them fails. Asynchronous: the gradients
+ * are computed by engine ops; errors of the walk itself are returned. */
+tide_status tide_autograd_backward(int32_t n, tide_tensor * const * roots, tide_tensor * const * grads,
+                                   int32_t retain_graph);
+/* Like backward, but returns the gradients of the n_in tensors `inputs`
+ * (leaves or not) in results[0..n_in) (+1 each) instead of accumulating into
+ * leaves. An input that the roots do not depend on gets NULL with allow_unused,
+ * else an error. */
+tide_status tide_autograd_grad(int32_t n, tide_tensor * const * roots, tide_tensor * const * grads,
+                               int32_t n_in, tide_tensor * const * inputs, tide_tensor ** results,
+                               int32_t retain_graph, int32_t allow_unused);
+/* 1 if op (a registry id) has a backward rule. */
+int32_t     tide_op_is_differentiable(int32_t op);
 
 /* -- engine, threads, generator ---------------------------------------- */
 

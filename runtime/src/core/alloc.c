@@ -232,7 +232,7 @@ void tide_mem_get_stats(tide_mem_stats * out) {
 
 /* Tensor and storage headers come from per-thread free lists in front of malloc,
  * so creating an op's output makes no malloc call in steady state. */
-enum { OBJ_CACHE_MAX = 16384, OBJ_KINDS = 2 };
+enum { OBJ_CACHE_MAX = 16384, OBJ_KINDS = 3 };
 static _Thread_local small_cache obj_cache[OBJ_KINDS];
 
 static void flush_thread_caches(void * unused) {

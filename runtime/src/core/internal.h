@@ -39,7 +39,7 @@ enum { TIDE_ALIGN = 64 };
 TIDE_INTERNAL void * tide_host_alloc(size_t nbytes, size_t * capacity);
 TIDE_INTERNAL void   tide_host_free(void * p, size_t capacity);
 /* Zeroed small objects of a fixed size per kind, from a per-thread free list. */
-enum { TIDE_OBJ_TENSOR = 0, TIDE_OBJ_STORAGE = 1 };
+enum { TIDE_OBJ_TENSOR = 0, TIDE_OBJ_STORAGE = 1, TIDE_OBJ_NODE = 2 };
 TIDE_INTERNAL void * tide_obj_alloc(int kind, size_t size);
 TIDE_INTERNAL void   tide_obj_free(int kind, void * p);
 
@@ -58,6 +58,7 @@ struct tide_storage {
     struct tide_dep * q_head, * q_tail;
     atomic_int   poisoned;            /* 0 or the tide_status of a failed op that wrote here */
     char *       poison_msg;          /* owned; set before `poisoned` is published */
+    atomic_int   version;             /* bumped by every op that writes into an existing tensor */
 };
 
 TIDE_INTERNAL tide_storage * tide_storage_new(size_t nbytes, tide_device dev);
@@ -148,6 +149,38 @@ TIDE_INTERNAL tide_status tide_wrap_dim(const char * op, int64_t dim, int32_t nd
 /* Broadcast shape of n tensors, or an error naming op. */
 TIDE_INTERNAL tide_status tide_broadcast_shape(const char * op, tide_tensor * const * ts, int32_t n,
                                                int32_t * ndim, int64_t * sizes);
+
+/* -- autograd (autograd/autograd.c) ------------------------------------------- */
+
+/* Thread-local grad mode; read on every op call. */
+extern _Thread_local int32_t tide_grad_off;   /* 0: recording (the default) */
+
+static inline bool tide_needs_grad(const tide_tensor * t) {
+    return t->ag_node != NULL || (t->flags & TIDE_TENSOR_REQUIRES_GRAD);
+}
+
+/* Called by tide_op_call before an op runs when grad mode is on and an input
+ * or `out` requires grad: refuses in-place writes autograd cannot follow. */
+TIDE_INTERNAL tide_status tide_autograd_check_inplace(const tide_opcall * c, const tide_tensor * out);
+/* Called by tide_op_call after an op was queued (c holds its normalised params
+ * and its outputs; `out` is the tensor written in place, or NULL): records the
+ * node when an input requires grad; for in-place ops it rebases out's history. */
+TIDE_INTERNAL tide_status tide_autograd_record(const tide_opcall * c, tide_tensor * out);
+
+/* View kinds recorded by core/tensor.c (negative ids next to the registry's ops). */
+enum {
+    TIDE_VIEW_RESHAPE = -1,   /* view, reshape, squeeze, unsqueeze: back by reshaping */
+    TIDE_VIEW_PERMUTE = -2,   /* ints: the permutation */
+    TIDE_VIEW_EXPAND  = -3,   /* back by summing to the input's shape */
+    TIDE_VIEW_SLICE   = -4,   /* ints: dim, start, stop, step (select: step 0) */
+    TIDE_VIEW_STRIDED = -5,   /* as_strided: not differentiable */
+    TIDE_VIEW_ALIAS   = -6    /* the same view (transpose of a 0-d tensor, ...) */
+};
+/* Records that v is a view of t made by `kind` with ints[0..n); no-op when t
+ * does not require grad. Returns v, or NULL (releasing v) on failure. */
+TIDE_INTERNAL tide_tensor * tide_autograd_view(tide_tensor * t, tide_tensor * v, int32_t kind,
+                                               const int64_t * ints, int32_t n);
+TIDE_INTERNAL void tide_node_release(tide_node * n);
 
 /* -- engine (engine/engine.c) ------------------------------------------------ */
 

@@ -38,6 +38,8 @@ void tide_tensor_retain(tide_tensor * t) {
 void tide_tensor_release(tide_tensor * t) {
     if (!t) return;
     if (__atomic_fetch_sub(&t->refcount, 1, __ATOMIC_ACQ_REL) != 1) return;
+    if (t->ag_node) tide_node_release(t->ag_node);
+    if (t->ag_grad) tide_tensor_release(t->ag_grad);
     tide_storage_release(t->storage);
     tide_obj_free(TIDE_OBJ_TENSOR, t);
 }
@@ -235,17 +237,20 @@ tide_status tide_tensor_to_doubles(tide_tensor * t, double * out) {
 
 /* -- views -------------------------------------------------------------------- */
 
+/* A view of t; `kind` and ints[0..n) say how it was made, for autograd. */
 static tide_tensor * new_view(tide_tensor * t, int32_t ndim, const int64_t * sizes, const int64_t * strides,
-                              int64_t offset) {
+                              int64_t offset, int32_t kind, const int64_t * ints, int32_t n) {
     tide_tensor * v = tide_tensor_alloc_header(t->storage, t->dtype_id);
     if (!v) return NULL;
     v->ndim   = ndim;
     v->offset = offset;
+    v->flags  = TIDE_TENSOR_VIEW;
     if (ndim) {
         memcpy(v->sizes, sizes, (size_t)ndim * sizeof *sizes);
         memcpy(v->strides, strides, (size_t)ndim * sizeof *strides);
     }
     tide_tensor_finish(v);
+    if (TIDE_UNLIKELY(tide_needs_grad(t))) return tide_autograd_view(t, v, kind, ints, n);
     return v;
 }
 
@@ -330,17 +335,18 @@ tide_tensor * tide_tensor_view(tide_tensor * t, int32_t ndim, const int64_t * si
                        tide_dims_str(ndim, s, a, sizeof a), tide_shape_str(t, b, sizeof b));
         return NULL;
     }
-    return new_view(t, ndim, s, st, t->offset);
+    return new_view(t, ndim, s, st, t->offset, TIDE_VIEW_RESHAPE, NULL, 0);
 }
 
 tide_tensor * tide_tensor_reshape(tide_tensor * t, int32_t ndim, const int64_t * sizes) {
     int64_t s[TIDE_MAX_DIMS], st[TIDE_MAX_DIMS];
     if (infer_sizes("reshape", t, ndim, sizes, s) != TIDE_OK) return NULL;
-    if (view_strides(t, ndim, s, st)) return new_view(t, ndim, s, st, t->offset);
+    if (view_strides(t, ndim, s, st)) return new_view(t, ndim, s, st, t->offset, TIDE_VIEW_RESHAPE, NULL, 0);
     tide_tensor * c = tide_tensor_contiguous(t);
     if (!c) return NULL;
     tide_contiguous_strides(ndim, s, st);
-    tide_tensor * v = new_view(c, ndim, s, st, c->offset);
+    tide_tensor * v = new_view(c, ndim, s, st, c->offset, TIDE_VIEW_RESHAPE, NULL, 0);
+    if (v) v->flags &= ~(uint32_t)TIDE_TENSOR_VIEW;   /* a view of a fresh copy only */
     tide_tensor_release(c);
     return v;
 }
@@ -350,7 +356,7 @@ tide_tensor * tide_tensor_permute(tide_tensor * t, int32_t ndim, const int64_t *
         tide_error_set(TIDE_E_SHAPE, "permute: %d dimensions given for a %d-d tensor", ndim, t->ndim);
         return NULL;
     }
-    int64_t s[TIDE_MAX_DIMS], st[TIDE_MAX_DIMS];
+    int64_t s[TIDE_MAX_DIMS], st[TIDE_MAX_DIMS], perm[TIDE_MAX_DIMS];
     bool    seen[TIDE_MAX_DIMS] = {0};
     for (int32_t i = 0; i < ndim; i++) {
         int32_t d = 0;
@@ -360,22 +366,25 @@ tide_tensor * tide_tensor_permute(tide_tensor * t, int32_t ndim, const int64_t *
             return NULL;
         }
         seen[d] = true;
+        perm[i] = d;
         s[i]    = t->sizes[d];
         st[i]   = t->strides[d];
     }
-    return new_view(t, ndim, s, st, t->offset);
+    return new_view(t, ndim, s, st, t->offset, TIDE_VIEW_PERMUTE, perm, ndim);
 }
 
 tide_tensor * tide_tensor_transpose(tide_tensor * t, int32_t d0, int32_t d1) {
     int32_t a = 0, b = 0;
     if (!wrap("transpose", d0, t->ndim, &a) || !wrap("transpose", d1, t->ndim, &b)) return NULL;
-    if (t->ndim == 0) return new_view(t, 0, NULL, NULL, t->offset);
-    int64_t s[TIDE_MAX_DIMS], st[TIDE_MAX_DIMS];
+    if (t->ndim == 0) return new_view(t, 0, NULL, NULL, t->offset, TIDE_VIEW_ALIAS, NULL, 0);
+    int64_t s[TIDE_MAX_DIMS], st[TIDE_MAX_DIMS], perm[TIDE_MAX_DIMS];
     memcpy(s, t->sizes, sizeof s);
     memcpy(st, t->strides, sizeof st);
     s[a] = t->sizes[b], s[b] = t->sizes[a];
     st[a] = t->strides[b], st[b] = t->strides[a];
-    return new_view(t, t->ndim, s, st, t->offset);
+    for (int32_t i = 0; i < t->ndim; i++) perm[i] = i;
+    perm[a] = b, perm[b] = a;
+    return new_view(t, t->ndim, s, st, t->offset, TIDE_VIEW_PERMUTE, perm, t->ndim);
 }
 
 tide_tensor * tide_tensor_expand(tide_tensor * t, int32_t ndim, const int64_t * sizes) {
@@ -409,7 +418,7 @@ tide_tensor * tide_tensor_expand(tide_tensor * t, int32_t ndim, const int64_t * 
             s[i] = want, st[i] = 0;
         }
     }
-    return new_view(t, ndim, s, st, t->offset);
+    return new_view(t, ndim, s, st, t->offset, TIDE_VIEW_EXPAND, NULL, 0);
 }
 
 tide_tensor * tide_tensor_slice(tide_tensor * t, int32_t dim, int64_t start, int64_t stop, int64_t step) {
@@ -435,7 +444,8 @@ tide_tensor * tide_tensor_slice(tide_tensor * t, int32_t dim, int64_t start, int
     memcpy(st, t->strides, sizeof st);
     s[d]  = len;
     st[d] = t->strides[d] * step;
-    return new_view(t, t->ndim, s, st, t->offset + (len ? start * t->strides[d] : 0));
+    int64_t args[4] = {d, start, start + len * step, step};
+    return new_view(t, t->ndim, s, st, t->offset + (len ? start * t->strides[d] : 0), TIDE_VIEW_SLICE, args, 4);
 }
 
 tide_tensor * tide_tensor_narrow(tide_tensor * t, int32_t dim, int64_t start, int64_t length) {
@@ -455,7 +465,8 @@ tide_tensor * tide_tensor_narrow(tide_tensor * t, int32_t dim, int64_t start, in
     int64_t s[TIDE_MAX_DIMS];
     memcpy(s, t->sizes, sizeof s);
     s[d] = length;
-    return new_view(t, t->ndim, s, t->strides, t->offset + start * t->strides[d]);
+    int64_t args[4] = {d, start, start + length, 1};
+    return new_view(t, t->ndim, s, t->strides, t->offset + start * t->strides[d], TIDE_VIEW_SLICE, args, 4);
 }
 
 tide_tensor * tide_tensor_select(tide_tensor * t, int32_t dim, int64_t index) {
@@ -475,7 +486,8 @@ tide_tensor * tide_tensor_select(tide_tensor * t, int32_t dim, int64_t index) {
     int64_t s[TIDE_MAX_DIMS], st[TIDE_MAX_DIMS];
     for (int32_t i = 0, j = 0; i < t->ndim; i++)
         if (i != d) s[j] = t->sizes[i], st[j++] = t->strides[i];
-    return new_view(t, t->ndim - 1, s, st, t->offset + index * t->strides[d]);
+    int64_t args[4] = {d, index, index + 1, 0};
+    return new_view(t, t->ndim - 1, s, st, t->offset + index * t->strides[d], TIDE_VIEW_SLICE, args, 4);
 }
 
 tide_tensor * tide_tensor_squeeze(tide_tensor * t, int32_t dim) {
@@ -486,7 +498,7 @@ tide_tensor * tide_tensor_squeeze(tide_tensor * t, int32_t dim) {
         bool drop = t->sizes[i] == 1 && (d < 0 || i == d);
         if (!drop) s[n] = t->sizes[i], st[n++] = t->strides[i];
     }
-    return new_view(t, n, s, st, t->offset);
+    return new_view(t, n, s, st, t->offset, TIDE_VIEW_RESHAPE, NULL, 0);
 }
 
 tide_tensor * tide_tensor_unsqueeze(tide_tensor * t, int32_t dim) {
@@ -505,7 +517,7 @@ tide_tensor * tide_tensor_unsqueeze(tide_tensor * t, int32_t dim) {
             s[i] = t->sizes[j], st[i] = t->strides[j], j++;
         }
     }
-    return new_view(t, t->ndim + 1, s, st, t->offset);
+    return new_view(t, t->ndim + 1, s, st, t->offset, TIDE_VIEW_RESHAPE, NULL, 0);
 }
 
 tide_tensor * tide_tensor_as_strided(tide_tensor * t, int32_t ndim, const int64_t * sizes, const int64_t * strides,
@@ -526,7 +538,7 @@ tide_tensor * tide_tensor_as_strided(tide_tensor * t, int32_t ndim, const int64_
                        (long long)hi, (long long)cap);
         return NULL;
     }
-    return new_view(t, ndim, sizes, strides, offset);
+    return new_view(t, ndim, sizes, strides, offset, TIDE_VIEW_STRIDED, NULL, 0);
 }
 
 /* -- copies ------------------------------------------------------------------- */

@@ -5,7 +5,7 @@
  * shape rules shared by many ops live here; op-specific shape rules live
  * with their kernels. No kernel code and no per-op special cases here.
  */
-#include "../core/internal.h"
+#include "../autograd/grad.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +14,8 @@
 
 #define X(name, nin, nout, dt, acc, sh, fl, par)                                   \
     extern tide_status tide_cpu_##name(const tide_opcall *) __attribute__((weak)); \
-    extern tide_status tide_shape_##sh(tide_opcall *, tide_shape_out *) __attribute__((weak));
+    extern tide_status tide_shape_##sh(tide_opcall *, tide_shape_out *) __attribute__((weak)); \
+    extern const tide_grad_rule tide_grad_##name __attribute__((weak));
 #include "ops.def"
 #undef X
 
@@ -95,11 +96,12 @@ typedef struct {
     tide_op_def def;
     uint32_t    accepts;
     const char * shape_rule_name;
+    const tide_grad_rule * grad;   /* autograd/rules.c: tide_grad_<name>, NULL if not differentiable */
 } op_entry;
 
 static const op_entry ops[] = {
 #define X(name, nin, nout, dt, acc, sh, fl, par) \
-    {{#name, par, nin, nout, (uint32_t)(fl), dt_##dt, tide_shape_##sh, tide_cpu_##name}, acc, #sh},
+    {{#name, par, nin, nout, (uint32_t)(fl), dt_##dt, tide_shape_##sh, tide_cpu_##name}, acc, #sh, &tide_grad_##name},
 #include "ops.def"
 #undef X
 };
@@ -115,6 +117,7 @@ int32_t tide_op_find(const char * name) {
     return -1;
 }
 
+const tide_grad_rule * tide_op_grad_rule(int32_t op) { return op >= 0 && op < N_OPS ? ops[op].grad : NULL; }
 const tide_op_def * tide_op_def_get(int32_t op) { return op >= 0 && op < N_OPS ? &ops[op].def : NULL; }
 const char *        tide_op_name(int32_t op) { return op >= 0 && op < N_OPS ? ops[op].def.name : "?"; }
 
@@ -406,8 +409,14 @@ tide_status tide_op_call(int32_t op, tide_tensor * const * inputs, int32_t n_in,
     TIDE_CHECK(e->def.shape_rule(&c, &shp));
 
     tide_tensor * final_out = NULL;   /* set when the result goes through a temporary */
+    bool grad = !tide_grad_off;
+    if (grad) {
+        grad = out && tide_needs_grad(out);
+        for (int32_t i = 0; i < n_in && !grad; i++) grad = tide_needs_grad(inputs[i]);
+    }
     if (out) {
         TIDE_CHECK(check_out(e, &c, &shp, dtypes[0], out));
+        if (grad) TIDE_CHECK(tide_autograd_check_inplace(&c, out));
         if (needs_temp(e, &c, out)) {
             final_out = out;
             out       = NULL;
@@ -442,6 +451,11 @@ tide_status tide_op_call(int32_t op, tide_tensor * const * inputs, int32_t n_in,
         return st;
     }
     for (int32_t i = 0; i < c.n_out; i++) outputs[i] = c.out[i];   /* the caller's reference */
+    if (grad && (st = tide_autograd_record(&c, out)) != TIDE_OK) {
+        for (int32_t i = 0; i < c.n_out; i++) tide_tensor_release(outputs[i]), outputs[i] = NULL;
+        return st;
+    }
+    if (out) atomic_fetch_add_explicit(&out->storage->version, 1, memory_order_relaxed);
     if (final_out) {   /* copy the temporary into the destination */
         tide_tensor * tmp = outputs[0], * res[1];
         st = tide_op_call(TIDE_OP_copy, &tmp, 1, NULL, res, final_out);

@@ -413,3 +413,27 @@ static void gelu_f64(int64_t n, int64_t i0, void * restrict out, const void * co
     (c->p.flags & 1 ? gelu_tanh_f64 : gelu_erf_f64)(n, i0, out, in, c);
 }
 KERNEL(gelu, gelu_f32, gelu_f64)
+
+/* -- gelu_backward(gy, x): gy * d gelu(x) / dx, for autograd ------------------------------- */
+/* exact:  Phi(x) + x phi(x);  tanh form: 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2),
+ * t = tanh(k (x + c x^3)). In double precision: backward is not the hot loop. */
+static inline double gelu_grad(double x, int approx) {
+    if (approx) {
+        const double k = 0.79788456080286535588, cc = 0.044715;
+        double t = tanh(k * (x + cc * x * x * x));
+        return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * cc * x * x);
+    }
+    return 0.5 * erfc(-x * 0.70710678118654752440) + x * 0.39894228040143267794 * exp(-0.5 * x * x);
+}
+#define GELU_GRAD_LOOP(name, T)                                                                  \
+    static void name(int64_t n, int64_t i0, void * restrict out, const void * const * in,        \
+                     const tide_opcall * c) {                                                    \
+        T * restrict o = out;                                                                    \
+        const T * restrict g = in[0], * restrict x = in[1];                                      \
+        int approx = c->p.flags & 1;                                                             \
+        (void)i0;                                                                                \
+        for (int64_t i = 0; i < n; i++) o[i] = (T)(g[i] * gelu_grad(x[i], approx));              \
+    }
+GELU_GRAD_LOOP(gelu_backward_f32, float)
+GELU_GRAD_LOOP(gelu_backward_f64, double)
+KERNEL(gelu_backward, gelu_backward_f32, gelu_backward_f64)

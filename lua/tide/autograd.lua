@@ -1,0 +1,249 @@
+--- tide.autograd: reverse-mode automatic differentiation, as PyTorch has it.
+-- The graph is recorded by the runtime (runtime/src/autograd/) as ops run;
+-- this file gives it its Lua face: the tensor fields `grad`, `requires_grad`,
+-- `grad_fn` and `is_leaf`, `t:backward()`, `tide.no_grad`, `autograd.grad`
+-- and `gradcheck`. Backward rules live in C, next to nothing Lua needs.
+local B = require "bindings.ffi"
+local T = require "tide.tensor"
+local ffi, C = B.ffi, B.C
+local fail, check, wrap = B.fail, B.check, B.wrap
+local methods, is_tensor = T.methods, T.is_tensor
+
+local M = {}
+
+-- -- fields of tensors (read through the metatype's __index / __newindex) -------
+
+local getters, setters = {}, {}
+M.getters, M.setters = getters, setters
+
+function getters.grad(t)
+  local g = C.tide_tensor_grad(t)
+  if g == nil then return nil end
+  return wrap(g, 0)
+end
+function setters.grad(t, g)
+  if g ~= nil and not is_tensor(g) then fail("grad: expects a tensor or nil, got " .. type(g)) end
+  check(C.tide_tensor_set_grad(t, g))
+end
+function getters.requires_grad(t) return C.tide_tensor_requires_grad(t) ~= 0 end
+function setters.requires_grad(t, on) check(C.tide_tensor_set_requires_grad(t, on and 1 or 0)) end
+--- The name of the op that made t ("mul", "view", ...), or nil for a leaf.
+function getters.grad_fn(t)
+  local n = C.tide_tensor_grad_fn_name(t)
+  if n == nil then return nil end
+  return ffi.string(n)
+end
+function getters.is_leaf(t) return t.ag_node == nil end
+
+-- -- methods ------------------------------------------------------------------------
+
+--- t:requires_grad_(on): makes t a leaf whose gradient is accumulated in t.grad
+-- (on defaults to true). Returns t.
+function methods.requires_grad_(t, on)
+  check(C.tide_tensor_set_requires_grad(t, on == false and 0 or 1))
+  return t
+end
+
+--- t:detach(): the same values as a tensor that does not require grad (no copy).
+function methods.detach(t) return wrap(C.tide_tensor_detach(t), 0) end
+
+local roots = ffi.new("tide_tensor *[?]", 64)
+local grads = ffi.new("tide_tensor *[?]", 64)
+local in_buf = ffi.new("tide_tensor *[?]", 256)
+local res_buf = ffi.new("tide_tensor *[?]", 256)
+
+local function tensor_list(x, what, api, max)
+  if is_tensor(x) then return { x } end
+  if type(x) ~= "table" then fail(string.format("%s: %s must be a tensor or a table of tensors", api, what)) end
+  if #x > max then fail(string.format("%s: at most %d %s, got %d", api, max, what, #x)) end
+  for i = 1, #x do
+    if not is_tensor(x[i]) then
+      fail(string.format("%s: %s %d must be a tensor, got %s", api, what, i, type(x[i])))
+    end
+  end
+  return x
+end
+
+-- Fills roots/grads from outputs and their gradients; returns their count and
+-- whether any gradient was given.
+local function set_roots(outputs, grad_outputs, api)
+  local outs = tensor_list(outputs, "outputs", api, 64)
+  local gs = grad_outputs
+  if is_tensor(gs) then gs = { gs } end
+  if gs ~= nil and type(gs) ~= "table" then fail(api .. ": grad_outputs must be a tensor or a table of tensors") end
+  for i = 1, #outs do
+    roots[i - 1] = outs[i]
+    local g = gs and gs[i]
+    if g ~= nil and not is_tensor(g) then fail(string.format("%s: gradient %d must be a tensor", api, i)) end
+    grads[i - 1] = g
+  end
+  return #outs, gs ~= nil
+end
+
+--- t:backward(grad, {retain_graph = false}): accumulates the gradients of t
+-- into the .grad of every leaf it depends on. grad may be omitted for a
+-- one-element t. The gradients are computed asynchronously by the engine.
+function methods.backward(t, grad, opts)
+  if type(grad) == "table" and not is_tensor(grad) then grad, opts = nil, grad end
+  local n, given = set_roots(t, grad, "backward")
+  opts = opts or {}
+  check(C.tide_autograd_backward(n, roots, given and grads or nil, opts.retain_graph and 1 or 0))
+end
+
+--- autograd.backward(tensors, grads, {retain_graph}): backward from several roots at once.
+function M.backward(tensors, grad_tensors, opts)
+  local n, given = set_roots(tensors, grad_tensors, "backward")
+  opts = opts or {}
+  check(C.tide_autograd_backward(n, roots, given and grads or nil, opts.retain_graph and 1 or 0))
+end
+
+--- autograd.grad(outputs, inputs, grad_outputs, {retain_graph, allow_unused}):
+-- the gradients of outputs with respect to inputs, without touching any .grad.
+-- Returns a tensor when inputs is a tensor, else a table (nil for an unused
+-- input with allow_unused).
+-- @usage local gx = tide.autograd.grad((x * x):sum(), x)
+function M.grad(outputs, inputs, grad_outputs, opts)
+  if type(grad_outputs) == "table" and not is_tensor(grad_outputs) and #grad_outputs == 0 and opts == nil then
+    grad_outputs, opts = nil, grad_outputs
+  end
+  opts = opts or {}
+  local n, given = set_roots(outputs, grad_outputs, "grad")
+  local ins = tensor_list(inputs, "inputs", "grad", 256)
+  for i = 1, #ins do in_buf[i - 1] = ins[i] end
+  check(C.tide_autograd_grad(n, roots, given and grads or nil, #ins, in_buf, res_buf,
+    opts.retain_graph and 1 or 0, opts.allow_unused and 1 or 0))
+  local r = {}
+  for i = 1, #ins do
+    local g = res_buf[i - 1]
+    r[i] = g ~= nil and wrap(g, tonumber(g.nelem) * tonumber(C.tide_dtype_size(g.dtype_id))) or nil
+  end
+  if is_tensor(inputs) then return r[1] end
+  return r
+end
+
+-- -- grad mode ----------------------------------------------------------------------
+
+--- Runs fn(...) with gradient recording off (as `with torch.no_grad()`); returns its results.
+function M.no_grad(fn, ...)
+  if type(fn) ~= "function" then fail("no_grad: argument 1 must be a function") end
+  local prev = C.tide_autograd_is_enabled()
+  C.tide_autograd_set_enabled(0)
+  local r = { pcall(fn, ...) }
+  C.tide_autograd_set_enabled(prev)
+  if not r[1] then error(r[2], 0) end
+  return unpack(r, 2, table.maxn(r))
+end
+
+--- Runs fn(...) with gradient recording on, e.g. inside a no_grad region.
+function M.enable_grad(fn, ...)
+  if type(fn) ~= "function" then fail("enable_grad: argument 1 must be a function") end
+  local prev = C.tide_autograd_is_enabled()
+  C.tide_autograd_set_enabled(1)
+  local r = { pcall(fn, ...) }
+  C.tide_autograd_set_enabled(prev)
+  if not r[1] then error(r[2], 0) end
+  return unpack(r, 2, table.maxn(r))
+end
+
+--- Turns gradient recording on or off for this thread; returns the previous state.
+function M.set_grad_enabled(on)
+  local prev = C.tide_autograd_is_enabled() ~= 0
+  C.tide_autograd_set_enabled(on and 1 or 0)
+  return prev
+end
+function M.is_grad_enabled() return C.tide_autograd_is_enabled() ~= 0 end
+
+-- -- gradcheck ------------------------------------------------------------------------
+
+-- A fixed sequence of projection weights in [-1, 1], so gradcheck neither
+-- depends on nor disturbs the global generator.
+local function projection(shape)
+  local n = 1
+  for _, s in ipairs(shape) do n = n * s end
+  local vals, x = {}, 12345
+  for i = 1, n do
+    x = (x * 1103515245 + 12345) % 2147483648
+    vals[i] = x / 1073741824 - 1
+  end
+  local t = require("tide").tensor(vals, "float64")
+  return t:reshape(shape)
+end
+
+--- gradcheck(fn, inputs, {eps = 1e-6, atol = 1e-5, rtol = 1e-3}): compares the
+-- gradients autograd gives for fn(unpack(inputs)) with central finite differences.
+-- inputs are float64 tensors (those requiring grad are checked); fn returns a
+-- tensor or a table of tensors. Each output is projected on fixed random
+-- weights, so one backward checks every input element. Returns true, or raises
+-- an error naming the input, the element and both values.
+-- @usage tide.autograd.gradcheck(function(a, b) return a * b end, {a, b})
+function M.gradcheck(fn, ins, opts)
+  opts = opts or {}
+  local eps, atol, rtol = opts.eps or 1e-6, opts.atol or 1e-5, opts.rtol or 1e-3
+  if type(fn) ~= "function" then fail("gradcheck: argument 1 must be a function") end
+  ins = tensor_list(ins, "inputs", "gradcheck", 64)
+  local checked = {}
+  for i, x in ipairs(ins) do
+    if x.requires_grad then
+      if x:dtype() ~= "float64" then
+        fail(string.format("gradcheck: input %d is %s; finite differences need float64", i, x:dtype()))
+      end
+      if not x:is_contiguous() then fail(string.format("gradcheck: input %d must be contiguous", i)) end
+      checked[#checked + 1] = i
+    end
+  end
+  if #checked == 0 then fail("gradcheck: no input requires grad") end
+  local function outputs()
+    local o = fn(unpack(ins))
+    if is_tensor(o) then return { o } end
+    return o
+  end
+  local outs = outputs()
+  local weights = {}
+  for j, o in ipairs(outs) do weights[j] = projection(o:shape()) end
+  local function scalar(os)
+    local s = 0
+    for j, o in ipairs(os) do
+      if o:is_floating_point() then s = s + (o:double() * weights[j]):sum():item() end
+    end
+    return s
+  end
+  local total
+  for j, o in ipairs(outs) do
+    if o.requires_grad then
+      local term = (o:double() * weights[j]):sum()
+      total = total and total + term or term
+    end
+  end
+  if not total then fail("gradcheck: no output requires grad") end
+  local wanted = {}
+  for k, i in ipairs(checked) do wanted[k] = ins[i] end
+  local analytic = M.grad(total, wanted, nil, { allow_unused = true })
+  for k, i in ipairs(checked) do
+    local x = ins[i]
+    local p = ffi.cast("double *", x:data_ptr())
+    local a = analytic[k] and analytic[k]:contiguous():totable() or nil
+    local flat_a = {}
+    if a then
+      local function flatten(v) if type(v) == "table" then for _, e in ipairs(v) do flatten(e) end
+        else flat_a[#flat_a + 1] = v end end
+      flatten(a)
+    end
+    for e = 0, x:numel() - 1 do
+      local orig = p[e]
+      p[e] = orig + eps
+      local fp = M.no_grad(function() return scalar(outputs()) end)
+      p[e] = orig - eps
+      local fm = M.no_grad(function() return scalar(outputs()) end)
+      p[e] = orig
+      local num = (fp - fm) / (2 * eps)
+      local ana = flat_a[e + 1] or 0
+      if not (math.abs(ana - num) <= atol + rtol * math.abs(num)) then
+        fail(string.format("gradcheck: input %d, element %d: autograd gives %.10g, finite differences %.10g",
+          i, e + 1, ana, num))
+      end
+    end
+  end
+  return true
+end
+
+return M

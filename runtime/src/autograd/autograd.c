@@ -1,0 +1,708 @@
+/*
+ * autograd.c - define-by-run reverse mode: the nodes that op calls and views
+ * record, the public autograd API, and the backward walk, which runs each
+ * node's rule as ordinary (asynchronous) ops and routes the results to the
+ * next nodes or into leaves' gradients. The rules themselves are in rules.c;
+ * this file knows no op by name except the few the vocabulary needs.
+ */
+#include "grad.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+_Thread_local int32_t tide_grad_off;
+
+void    tide_autograd_set_enabled(int32_t on) { tide_grad_off = !on; }
+int32_t tide_autograd_is_enabled(void) { return !tide_grad_off; }
+
+static bool is_float(int32_t dtype) { return tide_dtype_is_float(dtype) != 0; }
+
+static void meta_of(tide_meta * m, const tide_tensor * t) {
+    m->ndim  = t->ndim;
+    m->dtype = t->dtype_id;
+    m->dev   = t->dev;
+    memcpy(m->sizes, t->sizes, sizeof m->sizes);
+}
+
+static bool same_shape(const tide_tensor * t, const tide_meta * m) {
+    return t->ndim == m->ndim && memcmp(t->sizes, m->sizes, (size_t)m->ndim * sizeof(int64_t)) == 0;
+}
+
+static const char * node_name(const tide_node * n) {
+    static const char * views[] = {"?", "view", "permute", "expand", "slice", "as_strided", "alias"};
+    return n->op >= 0 ? tide_op_name(n->op) : views[-n->op];
+}
+
+/* A header over t's storage and view that takes no part in autograd. */
+static tide_tensor * alias(const tide_tensor * t) {
+    tide_tensor * a = tide_tensor_alloc_header(t->storage, t->dtype_id);
+    if (!a) return NULL;
+    a->ndim   = t->ndim;
+    a->offset = t->offset;
+    a->flags  = t->flags & (TIDE_TENSOR_WRAPPED_NUMBER | TIDE_TENSOR_VIEW);
+    memcpy(a->sizes, t->sizes, sizeof a->sizes);
+    memcpy(a->strides, t->strides, sizeof a->strides);
+    a->nelem = t->nelem;
+    return a;
+}
+
+/* -- nodes -------------------------------------------------------------------------- */
+
+static void free_saved(tide_node * n) {
+    for (int32_t i = 0; i < TIDE_SAVED_MAX; i++) {
+        tide_tensor_release(n->saved[i]);
+        n->saved[i] = NULL;
+    }
+}
+
+/* Releases n; a chain of nodes is released iteratively, so long histories
+ * (a loop of ten thousand ops) cannot overflow the stack. */
+void tide_node_release(tide_node * n) {
+    enum { STACK = 64 };
+    tide_node * stack[STACK];
+    int32_t     top = 0;
+    while (n) {
+        if (atomic_fetch_sub_explicit(&n->refcount, 1, memory_order_acq_rel) == 1) {
+            free_saved(n);
+            for (int32_t i = 0; i < TIDE_OP_MAX_OUT; i++) tide_tensor_release(n->gbuf[i]);
+            for (int32_t i = 0; i < n->n_in; i++) {
+                tide_tensor_release(n->next[i].leaf);
+                tide_node * next = n->next[i].node;
+                if (!next) continue;
+                if (top < STACK) stack[top++] = next;
+                else tide_node_release(next);   /* deeper than the stack: recurse (rare: wide nodes) */
+            }
+            tide_obj_free(TIDE_OBJ_NODE, n);
+        }
+        n = top ? stack[--top] : NULL;
+    }
+}
+
+static void node_retain(tide_node * n) { atomic_fetch_add_explicit(&n->refcount, 1, memory_order_relaxed); }
+
+/* A node for op with the given inputs, its edges taken from them. */
+static tide_node * node_new(int32_t op, const tide_grad_rule * rule, tide_tensor * const * in, int32_t n_in,
+                            int32_t n_out) {
+    tide_node * n = tide_obj_alloc(TIDE_OBJ_NODE, sizeof *n);
+    if (!n) {
+        tide_error_set(TIDE_E_OOM, "out of memory: autograd node");
+        return NULL;
+    }
+    atomic_init(&n->refcount, 1);
+    n->op    = op;
+    n->rule  = rule;
+    n->n_in  = n_in;
+    n->n_out = n_out;
+    for (int32_t i = 0; i < n_in; i++) {
+        tide_tensor * t = in[i];
+        meta_of(&n->in[i], t);
+        if (t->ag_node) {
+            node_retain(t->ag_node);
+            n->next[i].node = t->ag_node;
+            n->next[i].nr   = t->ag_output_nr;
+        } else if (t->flags & TIDE_TENSOR_REQUIRES_GRAD) {
+            tide_tensor_retain(t);
+            n->next[i].leaf = t;
+        }
+    }
+    return n;
+}
+
+static tide_status save(tide_node * n, int32_t slot, const tide_tensor * t, int32_t version_bias) {
+    n->saved[slot] = alias(t);
+    if (!n->saved[slot]) return TIDE_E_OOM;
+    n->saved_version[slot] = atomic_load_explicit(&t->storage->version, memory_order_relaxed) + version_bias;
+    return TIDE_OK;
+}
+
+/* Makes t an output of node n (retained), replacing its earlier history. */
+static void attach(tide_tensor * t, tide_node * n, int32_t nr) {
+    tide_node * old = t->ag_node;
+    node_retain(n);
+    t->ag_node      = n;
+    t->ag_output_nr = nr;
+    if (old) tide_node_release(old);
+}
+
+/* -- recording ---------------------------------------------------------------------- */
+
+tide_status tide_autograd_check_inplace(const tide_opcall * c, const tide_tensor * out) {
+    const char * op = tide_op_name(c->op);
+    bool         any = false;
+    for (int32_t i = 0; i < c->n_in; i++) any = any || tide_needs_grad(c->in[i]);
+    if ((out->flags & TIDE_TENSOR_REQUIRES_GRAD) && !out->ag_node)
+        return tide_error_set(TIDE_E_VALUE, "%s: a leaf tensor that requires grad cannot be written in place "
+                              "(do it inside tide.no_grad, or on t:detach())", op);
+    if ((out->flags & TIDE_TENSOR_VIEW) && (any || out->ag_node))
+        return tide_error_set(TIDE_E_VALUE, "%s: an in-place write into a view is not supported by autograd when "
+                              "the values or the view require grad; build the result out of place "
+                              "(cat, stack, where, index_add)", op);
+    return TIDE_OK;
+}
+
+tide_status tide_autograd_record(const tide_opcall * c, tide_tensor * out) {
+    bool any = false;
+    for (int32_t i = 0; i < c->n_in; i++) any = any || tide_needs_grad(c->in[i]);
+    if (!any) {   /* an in-place write of values that need no grad ends out's history */
+        if (out && out->ag_node) {
+            tide_node * old = out->ag_node;
+            out->ag_node    = NULL;
+            tide_node_release(old);
+        }
+        return TIDE_OK;
+    }
+    bool float_out = false;
+    for (int32_t i = 0; i < c->n_out; i++) float_out = float_out || is_float(c->out[i]->dtype_id);
+    if (!float_out) return TIDE_OK;   /* comparisons, argmax, ...: nothing to differentiate */
+
+    const tide_grad_rule * rule = tide_op_grad_rule(c->op);
+    tide_node * n = node_new(c->op, rule, c->in, c->n_in, c->n_out);
+    if (!n) return TIDE_E_OOM;
+    n->p = c->p;
+    for (int32_t i = 0; i < c->n_out; i++) meta_of(&n->out[i], c->out[i]);
+    uint32_t want = rule ? rule->save : 0;
+    for (int32_t i = 0; i < c->n_in && want; i++)
+        if ((want & (1u << i)) && save(n, i, c->in[i], 0) != TIDE_OK) goto oom;
+    /* an in-place op bumps out's version after this; what it wrote is saved at the new one */
+    for (int32_t i = 0; i < c->n_out && want; i++)
+        if ((want & (1u << (TIDE_OP_MAX_IN + i))) && save(n, TIDE_OP_MAX_IN + i, c->out[i], out ? 1 : 0) != TIDE_OK)
+            goto oom;
+    for (int32_t i = 0; i < c->n_out; i++)
+        if (is_float(c->out[i]->dtype_id)) attach(c->out[i], n, i);
+    tide_node_release(n);
+    return TIDE_OK;
+oom:
+    tide_node_release(n);
+    return tide_error_set(TIDE_E_OOM, "%s: out of memory saving tensors for backward", tide_op_name(c->op));
+}
+
+tide_tensor * tide_autograd_view(tide_tensor * t, tide_tensor * v, int32_t kind, const int64_t * ints, int32_t n) {
+    if (tide_grad_off) return v;
+    tide_node * node = node_new(kind, NULL, &t, 1, 1);
+    if (!node) {
+        tide_tensor_release(v);
+        return NULL;
+    }
+    node->p.dtype  = -1;
+    node->p.n_ints = n;
+    for (int32_t i = 0; i < n; i++) node->p.ints[i] = ints[i];
+    meta_of(&node->out[0], v);
+    attach(v, node, 0);
+    tide_node_release(node);
+    return v;
+}
+
+/* -- the public tensor API --------------------------------------------------------------- */
+
+int32_t tide_tensor_requires_grad(const tide_tensor * t) { return tide_needs_grad(t); }
+
+tide_status tide_tensor_set_requires_grad(tide_tensor * t, int32_t on) {
+    if (t->ag_node) {
+        if (on) return TIDE_OK;
+        return tide_error_set(TIDE_E_VALUE, "requires_grad_: the tensor is the result of '%s', not a leaf; "
+                              "use detach() to get a tensor that does not require grad", node_name(t->ag_node));
+    }
+    if (on && !is_float(t->dtype_id))
+        return tide_error_set(TIDE_E_DTYPE, "requires_grad_: only floating-point tensors can require grad, got %s",
+                              tide_dtype_name(t->dtype_id));
+    if (on && (t->flags & TIDE_TENSOR_WRAPPED_NUMBER))
+        return tide_error_set(TIDE_E_VALUE, "requires_grad_: a wrapped host number cannot require grad");
+    if (on) t->flags |= TIDE_TENSOR_REQUIRES_GRAD;
+    else t->flags &= ~(uint32_t)TIDE_TENSOR_REQUIRES_GRAD;
+    return TIDE_OK;
+}
+
+tide_tensor * tide_tensor_grad(tide_tensor * t) {
+    if (t->ag_grad) tide_tensor_retain(t->ag_grad);
+    return t->ag_grad;
+}
+
+tide_status tide_tensor_set_grad(tide_tensor * t, tide_tensor * g) {
+    if (g) {
+        char a[128], b[128];
+        if (g->ndim != t->ndim || memcmp(g->sizes, t->sizes, (size_t)t->ndim * sizeof(int64_t)) != 0)
+            return tide_error_set(TIDE_E_SHAPE, "grad: a gradient of shape %s cannot be set on a tensor of shape %s",
+                                  tide_shape_str(g, a, sizeof a), tide_shape_str(t, b, sizeof b));
+        if (g->dtype_id != t->dtype_id)
+            return tide_error_set(TIDE_E_DTYPE, "grad: a gradient of dtype %s cannot be set on a tensor of dtype %s",
+                                  tide_dtype_name(g->dtype_id), tide_dtype_name(t->dtype_id));
+        if (g->dev.type != t->dev.type || g->dev.index != t->dev.index)
+            return tide_error_set(TIDE_E_DEVICE, "grad: the gradient is on %s but the tensor on %s",
+                                  tide_device_format(g->dev, a, sizeof a), tide_device_format(t->dev, b, sizeof b));
+        tide_tensor_retain(g);
+    }
+    tide_tensor * old = t->ag_grad;
+    t->ag_grad        = g;
+    tide_tensor_release(old);
+    return TIDE_OK;
+}
+
+tide_tensor * tide_tensor_detach(tide_tensor * t) {
+    tide_tensor * a = alias(t);
+    if (a) a->flags &= ~(uint32_t)TIDE_TENSOR_VIEW;   /* a new name for the same values, not a view of a graph */
+    return a;
+}
+
+const char * tide_tensor_grad_fn_name(const tide_tensor * t) { return t->ag_node ? node_name(t->ag_node) : NULL; }
+
+int32_t tide_op_is_differentiable(int32_t op) { return tide_op_grad_rule(op) != NULL; }
+
+/* -- the rule vocabulary ------------------------------------------------------------------ */
+
+tide_tensor * g_keep(tide_grad_ctx * c, tide_tensor * t) {
+    if (!t) {
+        if (c->st == TIDE_OK) c->st = TIDE_E_INTERNAL;
+        return NULL;
+    }
+    if (c->n_temps == (int32_t)(sizeof c->temps / sizeof c->temps[0])) {
+        tide_tensor_release(t);
+        if (c->st == TIDE_OK) c->st = tide_error_set(TIDE_E_INTERNAL, "backward: a rule made too many temporaries");
+        return NULL;
+    }
+    c->temps[c->n_temps++] = t;
+    return t;
+}
+
+/* A NULL argument means an earlier step failed: pass the failure on. */
+#define NEED(x) do { if (!(x) || c->st != TIDE_OK) return NULL; } while (0)
+
+tide_tensor * g_call(tide_grad_ctx * c, int32_t op, int32_t n, tide_tensor * a, tide_tensor * b, tide_tensor * d,
+                     const tide_op_params * p) {
+    tide_tensor * in[3] = {a, b, d}, * out[TIDE_OP_MAX_OUT] = {0};
+    for (int32_t i = 0; i < n; i++) NEED(in[i]);
+    if (c->st != TIDE_OK) return NULL;
+    tide_status st = tide_op_call(op, in, n, p, out, NULL);
+    if (st != TIDE_OK) {
+        c->st = st;
+        return NULL;
+    }
+    for (int32_t i = 1; i < TIDE_OP_MAX_OUT; i++) tide_tensor_release(out[i]);
+    return g_keep(c, out[0]);
+}
+
+tide_tensor * g_num(tide_grad_ctx * c, double v) {
+    NEED(c);
+    return g_keep(c, tide_tensor_scalar(v, v == (double)(int64_t)v ? TIDE_DTYPE_I64 : TIDE_DTYPE_F64));
+}
+
+tide_tensor * g_zeros(tide_grad_ctx * c, const tide_meta * m) {
+    NEED(m);
+    tide_tensor * t = tide_tensor_empty(m->ndim, m->sizes, m->dtype, m->dev);
+    NEED(g_keep(c, t));
+    tide_op_params p = g_params(m->ndim, m->sizes, 0, 0);
+    p.dtype = m->dtype;
+    tide_tensor * res[TIDE_OP_MAX_OUT] = {0};
+    tide_status st = tide_op_call(TIDE_OP_full, NULL, 0, &p, res, t);
+    if (st != TIDE_OK) {
+        c->st = st;
+        return NULL;
+    }
+    tide_tensor_release(res[0]);
+    return t;
+}
+
+tide_tensor * g_reshape(tide_grad_ctx * c, tide_tensor * t, int32_t ndim, const int64_t * sizes) {
+    NEED(t);
+    return g_keep(c, tide_tensor_reshape(t, ndim, sizes));
+}
+
+tide_tensor * g_unreduce(tide_grad_ctx * c, tide_tensor * g, const tide_meta * in, const tide_op_params * p) {
+    NEED(g);
+    int64_t kept[TIDE_MAX_DIMS];
+    memcpy(kept, in->sizes, sizeof kept);
+    for (int32_t i = 0; i < p->n_ints; i++) kept[p->ints[i]] = 1;
+    if (in->ndim > 0) g = g_reshape(c, g, in->ndim, kept);
+    NEED(g);
+    return g_keep(c, tide_tensor_expand(g, in->ndim, in->sizes));
+}
+
+tide_tensor * g_sum_dim(tide_grad_ctx * c, tide_tensor * t, int32_t dim, int32_t keepdim) {
+    int64_t        d = dim;
+    tide_op_params p = g_params(1, &d, keepdim, 0);
+    return g_call(c, TIDE_OP_sum, 1, t, NULL, NULL, &p);
+}
+
+tide_tensor * g_transpose(tide_grad_ctx * c, tide_tensor * t, int32_t d0, int32_t d1) {
+    NEED(t);
+    return g_keep(c, tide_tensor_transpose(t, d0, d1));
+}
+tide_tensor * g_unsqueeze(tide_grad_ctx * c, tide_tensor * t, int32_t dim) {
+    NEED(t);
+    return g_keep(c, tide_tensor_unsqueeze(t, dim));
+}
+tide_tensor * g_squeeze(tide_grad_ctx * c, tide_tensor * t, int32_t dim) {
+    NEED(t);
+    return g_keep(c, tide_tensor_squeeze(t, dim));
+}
+tide_tensor * g_narrow(tide_grad_ctx * c, tide_tensor * t, int32_t dim, int64_t start, int64_t len) {
+    NEED(t);
+    return g_keep(c, tide_tensor_narrow(t, dim, start, len));
+}
+tide_tensor * g_select(tide_grad_ctx * c, tide_tensor * t, int32_t dim, int64_t index) {
+    NEED(t);
+    return g_keep(c, tide_tensor_select(t, dim, index));
+}
+
+void g_copy_into(tide_grad_ctx * c, tide_tensor * dst, tide_tensor * src) {
+    if (!dst || !src || c->st != TIDE_OK) return;
+    tide_tensor * res[TIDE_OP_MAX_OUT] = {0};
+    tide_status   st = tide_op_call(TIDE_OP_copy, &src, 1, NULL, res, dst);
+    if (st != TIDE_OK) c->st = st;
+    else tide_tensor_release(res[0]);
+}
+
+void g_set(tide_grad_ctx * c, int32_t i, tide_tensor * t) {
+    if (!t || c->st != TIDE_OK) return;
+    tide_tensor_retain(t);
+    tide_tensor_release(c->gx[i]);
+    c->gx[i] = t;
+}
+
+/* -- view rules ---------------------------------------------------------------------------- */
+
+static tide_status view_backward(tide_grad_ctx * c) {
+    const tide_node * n  = c->node;
+    const tide_meta * in = &n->in[0];
+    tide_tensor *     gy = GY(0);
+    switch (n->op) {
+    case TIDE_VIEW_RESHAPE:
+    case TIDE_VIEW_ALIAS:
+        g_set(c, 0, g_reshape(c, gy, in->ndim, in->sizes));
+        break;
+    case TIDE_VIEW_PERMUTE: {
+        int64_t inv[TIDE_MAX_DIMS];
+        for (int32_t i = 0; i < n->p.n_ints; i++) inv[n->p.ints[i]] = i;
+        g_set(c, 0, g_keep(c, tide_tensor_permute(gy, n->p.n_ints, inv)));
+        break;
+    }
+    case TIDE_VIEW_EXPAND:   /* summed back to the input's shape by the walk */
+        g_set(c, 0, gy);
+        break;
+    case TIDE_VIEW_SLICE: {
+        const int64_t * a = n->p.ints;   /* dim, start, stop, step (0: select) */
+        tide_tensor *   z = g_zeros(c, in);
+        tide_tensor *   v = !z ? NULL
+                          : a[3] == 0 ? g_select(c, z, (int32_t)a[0], a[1])
+                                      : g_keep(c, tide_tensor_slice(z, (int32_t)a[0], a[1], a[2], a[3]));
+        g_copy_into(c, v, gy);
+        g_set(c, 0, z);
+        break;
+    }
+    default:
+        return tide_error_set(TIDE_E_VALUE, "backward: '%s' views are not differentiable", node_name(n));
+    }
+    return c->st;
+}
+
+/* -- the walk --------------------------------------------------------------------------------- */
+
+static pthread_mutex_t walk_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t        walk_counter;
+
+typedef struct {
+    tide_node ** v;
+    int64_t      n, cap;
+} node_list;
+
+static bool list_push(node_list * l, tide_node * n) {
+    if (l->n == l->cap) {
+        int64_t      cap = l->cap ? 2 * l->cap : 64;
+        tide_node ** v   = realloc(l->v, (size_t)cap * sizeof *v);
+        if (!v) return false;
+        l->v = v, l->cap = cap;
+    }
+    l->v[l->n++] = n;
+    return true;
+}
+
+/* What one walk asks for: capture the gradients of `inputs` (autograd.grad)
+ * instead of accumulating into leaves (backward). */
+typedef struct {
+    int32_t              n_in;
+    tide_tensor * const * inputs;
+    tide_tensor **       results;
+    bool                 retain;
+} walk_req;
+
+/* Adds g (+1, taken) into *slot. */
+static tide_status accumulate(tide_tensor ** slot, tide_tensor * g) {
+    if (!*slot) {
+        *slot = g;
+        return TIDE_OK;
+    }
+    tide_tensor * in[2] = {*slot, g}, * res[TIDE_OP_MAX_OUT] = {0};
+    tide_status   st = tide_op_call(TIDE_OP_add, in, 2, NULL, res, NULL);
+    tide_tensor_release(g);
+    if (st != TIDE_OK) return st;
+    tide_tensor_release(*slot);
+    *slot = res[0];
+    return TIDE_OK;
+}
+
+/* Adds g (+1, taken) into a leaf's gradient: the first one is kept as it is
+ * when nothing else can see it, later ones are added in place. */
+static tide_status accumulate_leaf(tide_tensor * leaf, tide_tensor * g) {
+    if (!leaf->ag_grad) {
+        bool own = g->refcount == 1 && atomic_load(&g->storage->refcount) == 1 && !(g->flags & TIDE_TENSOR_VIEW) &&
+                   tide_tensor_is_contiguous(g);
+        if (own) {
+            leaf->ag_grad = g;
+            return TIDE_OK;
+        }
+        leaf->ag_grad = tide_tensor_to(g, leaf->dtype_id, leaf->dev, 1);
+        tide_tensor_release(g);
+        return leaf->ag_grad ? TIDE_OK : TIDE_E_OOM;
+    }
+    tide_tensor * in[2] = {leaf->ag_grad, g}, * res[TIDE_OP_MAX_OUT] = {0};
+    tide_status   st = tide_op_call(TIDE_OP_add, in, 2, NULL, res, leaf->ag_grad);
+    tide_tensor_release(g);
+    tide_tensor_release(res[0]);
+    return st;
+}
+
+/* g (+1, taken) made to fit input meta m: broadcast dims summed, dtype and device converted. */
+static tide_tensor * fit(tide_tensor * g, const tide_meta * m, const char * op) {
+    if (!same_shape(g, m)) {
+        int64_t dims[TIDE_MAX_DIMS];
+        int32_t nd = 0, lead = g->ndim - m->ndim;
+        if (lead < 0) {
+            char a[128], b[128];
+            tide_error_set(TIDE_E_INTERNAL, "backward of '%s': a gradient of shape %s for an input of shape %s", op,
+                           tide_shape_str(g, a, sizeof a), tide_dims_str(m->ndim, m->sizes, b, sizeof b));
+            tide_tensor_release(g);
+            return NULL;
+        }
+        for (int32_t d = 0; d < g->ndim; d++)
+            if (d < lead || (m->sizes[d - lead] == 1 && g->sizes[d] != 1)) dims[nd++] = d;
+        tide_op_params p = g_params(nd, dims, 1, 0);
+        tide_tensor * s[TIDE_OP_MAX_OUT] = {0};
+        tide_status st = nd ? tide_op_call(TIDE_OP_sum, &g, 1, &p, s, NULL) : TIDE_OK;
+        if (!nd) {
+            s[0] = g;
+            tide_tensor_retain(g);
+        }
+        tide_tensor_release(g);
+        if (st != TIDE_OK) return NULL;
+        g = tide_tensor_reshape(s[0], m->ndim, m->sizes);
+        tide_tensor_release(s[0]);
+        if (!g) return NULL;
+    }
+    if (g->dtype_id != m->dtype || g->dev.type != m->dev.type || g->dev.index != m->dev.index) {
+        tide_tensor * h = tide_tensor_to(g, m->dtype, m->dev, 0);
+        tide_tensor_release(g);
+        g = h;
+    }
+    return g;
+}
+
+static tide_status run_rule(tide_node * n, tide_grad_ctx * c) {
+    memset(c, 0, sizeof *c);
+    c->node = n;
+    for (int32_t i = 0; i < n->n_out; i++) c->gy[i] = n->gbuf[i];
+    for (int32_t i = 0; i < n->n_in; i++) c->needs[i] = n->next[i].node || n->next[i].leaf;
+    if (n->op < 0) return view_backward(c);
+    if (!n->rule)
+        return tide_error_set(TIDE_E_VALUE, "backward: '%s' has no derivative; compute it out of the graph "
+                              "(inside tide.no_grad or on detached tensors)", node_name(n));
+    if (n->rule->save && n->freed)
+        return tide_error_set(TIDE_E_VALUE, "backward: the saved tensors of '%s' were already freed by an earlier "
+                              "backward; pass retain_graph = true to the first one to go through the graph twice",
+                              node_name(n));
+    for (int32_t i = 0; i < TIDE_SAVED_MAX; i++) {
+        const tide_tensor * s = n->saved[i];
+        if (!s) continue;
+        int32_t now = atomic_load_explicit(&s->storage->version, memory_order_relaxed);
+        if (now != n->saved_version[i])
+            return tide_error_set(TIDE_E_VALUE, "backward: %s %d of '%s' (shape %s) is needed for its gradient but "
+                                  "was modified in place after it was used (version %d, expected %d); clone it "
+                                  "before the in-place op", i < TIDE_OP_MAX_IN ? "input" : "output",
+                                  (i < TIDE_OP_MAX_IN ? i : i - TIDE_OP_MAX_IN) + 1, node_name(n),
+                                  tide_shape_str(s, (char[128]){0}, 128), now, n->saved_version[i]);
+    }
+    tide_status st = n->rule->fn(c);
+    return st != TIDE_OK ? st : c->st;
+}
+
+static void end_rule(tide_grad_ctx * c) {
+    for (int32_t i = 0; i < c->n_temps; i++) tide_tensor_release(c->temps[i]);
+    for (int32_t i = 0; i < TIDE_OP_MAX_IN; i++) tide_tensor_release(c->gx[i]);
+    c->n_temps = 0;
+}
+
+static int32_t captured(const walk_req * r, const tide_tensor * t) {
+    for (int32_t k = 0; k < r->n_in; k++)
+        if (r->inputs[k] == t) return k;
+    return -1;
+}
+
+/* Sends g (+1, taken) along edge e. */
+static tide_status route(const walk_req * r, const tide_edge * e, tide_tensor * g) {
+    if (e->node) return accumulate(&e->node->gbuf[e->nr], g);
+    if (r->results) {   /* autograd.grad: only the asked-for leaves get anything */
+        int32_t k = captured(r, e->leaf);
+        if (k < 0) {
+            tide_tensor_release(g);
+            return TIDE_OK;
+        }
+        return accumulate(&r->results[k], g);
+    }
+    return accumulate_leaf(e->leaf, g);
+}
+
+static tide_status process(const walk_req * r, tide_node * n) {
+    bool any = false;
+    for (int32_t i = 0; i < n->n_out; i++) any = any || n->gbuf[i];
+    if (r->results) {   /* capture gradients of non-leaf inputs made by this node */
+        for (int32_t k = 0; k < r->n_in; k++) {
+            const tide_tensor * t = r->inputs[k];
+            if (t->ag_node == n && n->gbuf[t->ag_output_nr]) {
+                tide_tensor_retain(n->gbuf[t->ag_output_nr]);
+                TIDE_CHECK(accumulate(&r->results[k], n->gbuf[t->ag_output_nr]));
+            }
+        }
+    }
+    if (!any) return TIDE_OK;
+    tide_grad_ctx c;
+    tide_status   st = run_rule(n, &c);
+    for (int32_t i = 0; i < n->n_in && st == TIDE_OK; i++) {
+        tide_tensor * g = c.gx[i];
+        if (!g || !c.needs[i]) continue;
+        c.gx[i] = NULL;
+        g = fit(g, &n->in[i], node_name(n));
+        st = g ? route(r, &n->next[i], g) : TIDE_E_SHAPE;   /* fit set the message */
+    }
+    end_rule(&c);
+    for (int32_t i = 0; i < TIDE_OP_MAX_OUT; i++) {
+        tide_tensor_release(n->gbuf[i]);
+        n->gbuf[i] = NULL;
+    }
+    if (st == TIDE_OK && !r->retain && n->rule && n->rule->save) {
+        free_saved(n);
+        n->freed = 1;
+    }
+    return st;
+}
+
+static tide_status walk(int32_t n_roots, tide_tensor * const * roots, tide_tensor * const * grads, walk_req * r) {
+    node_list   all = {0}, ready = {0};
+    tide_status st  = TIDE_OK;
+    uint64_t    id  = ++walk_counter;
+
+    /* seed the roots' gradients */
+    for (int32_t i = 0; i < n_roots && st == TIDE_OK; i++) {
+        tide_tensor * t = roots[i], * g = grads ? grads[i] : NULL;
+        if (g) {
+            tide_tensor_retain(g);
+        } else {
+            g = tide_tensor_full(t->ndim, t->sizes, 1.0, t->dtype_id);
+            if (!g) { st = TIDE_E_OOM; break; }
+        }
+        if (!t->ag_node) {   /* a leaf as root: its own gradient */
+            tide_edge e = {NULL, t, 0};
+            st = route(r, &e, g);
+            continue;
+        }
+        tide_node * n = t->ag_node;
+        if (n->walk_id != id) {
+            n->walk_id = id, n->deps = 0;
+            if (!list_push(&all, n)) { tide_tensor_release(g); st = TIDE_E_OOM; break; }
+        }
+        st = accumulate(&n->gbuf[t->ag_output_nr], g);
+    }
+    /* find every node the roots reach and count the edges into each */
+    for (int64_t k = 0; k < all.n && st == TIDE_OK; k++) {
+        tide_node * n = all.v[k];
+        for (int32_t i = 0; i < n->n_in; i++) {
+            tide_node * m = n->next[i].node;
+            if (!m) continue;
+            if (m->walk_id != id) {
+                m->walk_id = id, m->deps = 0;
+                if (!list_push(&all, m)) { st = TIDE_E_OOM; break; }
+            }
+            m->deps++;
+        }
+    }
+    for (int64_t k = 0; k < all.n && st == TIDE_OK; k++)
+        if (all.v[k]->deps == 0 && !list_push(&ready, all.v[k])) st = TIDE_E_OOM;
+    /* run the rules in an order where every node comes after all that feed it */
+    while (st == TIDE_OK && ready.n) {
+        tide_node * n = ready.v[--ready.n];
+        st = process(r, n);
+        for (int32_t i = 0; i < n->n_in && st == TIDE_OK; i++) {
+            tide_node * m = n->next[i].node;
+            if (m && --m->deps == 0 && !list_push(&ready, m)) st = TIDE_E_OOM;
+        }
+    }
+    if (st == TIDE_E_OOM && !tide_last_error()[0]) tide_error_set(TIDE_E_OOM, "backward: out of memory");
+    for (int64_t k = 0; k < all.n; k++)
+        for (int32_t j = 0; j < TIDE_OP_MAX_OUT; j++) tide_tensor_release(all.v[k]->gbuf[j]), all.v[k]->gbuf[j] = NULL;
+    free(all.v);
+    free(ready.v);
+    return st;
+}
+
+static tide_status check_roots(const char * api, int32_t n, tide_tensor * const * roots, tide_tensor * const * grads) {
+    char a[128], b[128];
+    for (int32_t i = 0; i < n; i++) {
+        const tide_tensor * t = roots[i];
+        if (!t) return tide_error_set(TIDE_E_VALUE, "%s: output %d is NULL", api, i + 1);
+        if (!tide_needs_grad(t))
+            return tide_error_set(TIDE_E_VALUE, "%s: output %d does not require grad and has no grad_fn "
+                                  "(no input of the ops that made it requires grad)", api, i + 1);
+        const tide_tensor * g = grads ? grads[i] : NULL;
+        if (!g && t->nelem != 1)
+            return tide_error_set(TIDE_E_SHAPE, "%s: a gradient can be implied only for outputs of one element; "
+                                  "output %d has shape %s: pass its gradient", api, i + 1,
+                                  tide_shape_str(t, a, sizeof a));
+        if (g && (g->ndim != t->ndim || memcmp(g->sizes, t->sizes, (size_t)t->ndim * sizeof(int64_t)) != 0))
+            return tide_error_set(TIDE_E_SHAPE, "%s: the gradient of output %d has shape %s but the output has shape %s",
+                                  api, i + 1, tide_shape_str(g, a, sizeof a), tide_shape_str(t, b, sizeof b));
+    }
+    return TIDE_OK;
+}
+
+tide_status tide_autograd_backward(int32_t n, tide_tensor * const * roots, tide_tensor * const * grads,
+                                   int32_t retain_graph) {
+    TIDE_CHECK(check_roots("backward", n, roots, grads));
+    walk_req r   = {0, NULL, NULL, retain_graph != 0};
+    int32_t  off = tide_grad_off;
+    tide_grad_off = 1;
+    pthread_mutex_lock(&walk_lock);
+    tide_status st = walk(n, roots, grads, &r);
+    pthread_mutex_unlock(&walk_lock);
+    tide_grad_off = off;
+    return st;
+}
+
+tide_status tide_autograd_grad(int32_t n, tide_tensor * const * roots, tide_tensor * const * grads, int32_t n_in,
+                               tide_tensor * const * inputs, tide_tensor ** results, int32_t retain_graph,
+                               int32_t allow_unused) {
+    TIDE_CHECK(check_roots("grad", n, roots, grads));
+    for (int32_t k = 0; k < n_in; k++) {
+        results[k] = NULL;
+        if (!inputs[k] || !tide_needs_grad(inputs[k]))
+            return tide_error_set(TIDE_E_VALUE, "grad: input %d does not require grad", k + 1);
+    }
+    walk_req r   = {n_in, inputs, results, retain_graph != 0};
+    int32_t  off = tide_grad_off;
+    tide_grad_off = 1;
+    pthread_mutex_lock(&walk_lock);
+    tide_status st = walk(n, roots, grads, &r);
+    pthread_mutex_unlock(&walk_lock);
+    tide_grad_off = off;
+    for (int32_t k = 0; k < n_in && st == TIDE_OK; k++) {
+        if (results[k]) {
+            tide_meta m;
+            meta_of(&m, inputs[k]);
+            results[k] = fit(results[k], &m, "grad");
+            if (!results[k]) st = TIDE_E_OOM;
+        } else if (!allow_unused) {
+            st = tide_error_set(TIDE_E_VALUE, "grad: input %d was not used to compute the outputs "
+                                "(pass allow_unused = true to get nil for it)", k + 1);
+        }
+    }
+    if (st != TIDE_OK)
+        for (int32_t k = 0; k < n_in; k++) tide_tensor_release(results[k]), results[k] = NULL;
+    return st;
+}

@@ -1,0 +1,349 @@
+/*
+ * rules.c - the backward rule of every differentiable op of the registry,
+ * one GRAD() each, found by name like kernels. A rule gets the gradients of
+ * the op's outputs and returns those of its inputs, composing registry ops;
+ * gradients of broadcast inputs may be left in the broadcast shape: the walk
+ * sums them back and converts dtypes. Ops with no rule here are not
+ * differentiable (backward through them is an error naming the op).
+ */
+#include "grad.h"
+
+#include <math.h>
+
+#define NEEDS(i) (c->needs[i])
+#define SET(i, t) do { if (NEEDS(i)) g_set(c, (i), (t)); } while (0)
+#define ZEROS(i) g_zeros(c, &c->node->in[i])
+
+/* -- elementwise unary ------------------------------------------------------------------ */
+
+GRAD(neg, 0) { SET(0, U(neg, GY(0))); return TIDE_OK; }
+GRAD(abs, SAVE_IN0) { SET(0, B(mul, GY(0), U(sign, IN(0)))); return TIDE_OK; }
+GRAD(exp, SAVE_OUT0) { SET(0, B(mul, GY(0), OUT(0))); return TIDE_OK; }
+GRAD(log, SAVE_IN0) { SET(0, B(div, GY(0), IN(0))); return TIDE_OK; }
+GRAD(log1p, SAVE_IN0) { SET(0, B(div, GY(0), B(add, IN(0), NUM(1)))); return TIDE_OK; }
+GRAD(expm1, SAVE_OUT0) { SET(0, B(mul, GY(0), B(add, OUT(0), NUM(1)))); return TIDE_OK; }
+GRAD(sqrt, SAVE_OUT0) { SET(0, B(div, GY(0), B(mul, OUT(0), NUM(2)))); return TIDE_OK; }
+GRAD(rsqrt, SAVE_OUT0) { SET(0, B(mul, GY(0), B(mul, B(pow, OUT(0), NUM(3)), NUM(-0.5)))); return TIDE_OK; }
+GRAD(sin, SAVE_IN0) { SET(0, B(mul, GY(0), U(cos, IN(0)))); return TIDE_OK; }
+GRAD(cos, SAVE_IN0) { SET(0, B(mul, GY(0), U(neg, U(sin, IN(0))))); return TIDE_OK; }
+GRAD(tanh, SAVE_OUT0) { SET(0, B(mul, GY(0), B(sub, NUM(1), B(mul, OUT(0), OUT(0))))); return TIDE_OK; }
+GRAD(sigmoid, SAVE_OUT0) { SET(0, B(mul, GY(0), B(mul, OUT(0), B(sub, NUM(1), OUT(0))))); return TIDE_OK; }
+GRAD(relu, SAVE_OUT0) { SET(0, W(B(gt, OUT(0), NUM(0)), GY(0), NUM(0))); return TIDE_OK; }
+GRAD(gelu, SAVE_IN0) {
+    tide_op_params p = g_params(0, NULL, 0, c->node->p.flags);
+    SET(0, g_call(c, TIDE_OP_gelu_backward, 2, GY(0), IN(0), NULL, &p));
+    return TIDE_OK;
+}
+GRAD(silu, SAVE_IN0) {   /* s (1 + x (1 - s)) */
+    tide_tensor * s = U(sigmoid, IN(0));
+    SET(0, B(mul, GY(0), B(mul, s, B(add, NUM(1), B(mul, IN(0), B(sub, NUM(1), s))))));
+    return TIDE_OK;
+}
+/* piecewise constant: zero almost everywhere, as PyTorch has it */
+GRAD(floor, 0) { SET(0, ZEROS(0)); return TIDE_OK; }
+GRAD(ceil, 0) { SET(0, ZEROS(0)); return TIDE_OK; }
+GRAD(round, 0) { SET(0, ZEROS(0)); return TIDE_OK; }
+GRAD(sign, 0) { SET(0, ZEROS(0)); return TIDE_OK; }
+GRAD(reciprocal, SAVE_OUT0) { SET(0, U(neg, B(mul, GY(0), B(mul, OUT(0), OUT(0))))); return TIDE_OK; }
+GRAD(copy, 0) { SET(0, GY(0)); return TIDE_OK; }
+GRAD(clamp, SAVE_IN0) {   /* passes where min <= x <= max */
+    const tide_op_params * p = &c->node->p;
+    tide_tensor * keep = NULL;
+    if (p->flags & TIDE_PARAMF_HAS_MIN) keep = B(ge, IN(0), NUM(p->scalars[0]));
+    if (p->flags & TIDE_PARAMF_HAS_MAX) {
+        tide_tensor * hi = B(le, IN(0), NUM(p->scalars[1]));
+        keep = keep ? B(logical_and, keep, hi) : hi;
+    }
+    SET(0, W(keep, GY(0), NUM(0)));
+    return TIDE_OK;
+}
+
+/* -- elementwise binary ----------------------------------------------------------------- */
+
+GRAD(add, 0) { SET(0, GY(0)); SET(1, GY(0)); return TIDE_OK; }
+GRAD(sub, 0) { SET(0, GY(0)); SET(1, U(neg, GY(0))); return TIDE_OK; }
+GRAD(mul, SAVE_IN0 | SAVE_IN1) {
+    SET(0, B(mul, GY(0), IN(1)));
+    SET(1, B(mul, GY(0), IN(0)));
+    return TIDE_OK;
+}
+GRAD(div, SAVE_IN1 | SAVE_OUT0) {   /* d(a/b)/db = -(a/b)/b */
+    SET(0, B(div, GY(0), IN(1)));
+    if (NEEDS(1)) g_set(c, 1, U(neg, B(div, B(mul, GY(0), OUT(0)), IN(1))));
+    return TIDE_OK;
+}
+GRAD(pow, SAVE_IN0 | SAVE_IN1 | SAVE_OUT0) {
+    if (NEEDS(0)) g_set(c, 0, B(mul, GY(0), B(mul, IN(1), B(pow, IN(0), B(sub, IN(1), NUM(1))))));
+    if (NEEDS(1))   /* y log a; 0 where a == 0 (PyTorch's choice: the limit for positive exponents) */
+        g_set(c, 1, W(B(eq, IN(0), NUM(0)), NUM(0), B(mul, GY(0), B(mul, OUT(0), U(log, IN(0))))));
+    return TIDE_OK;
+}
+GRAD(fmod, SAVE_IN0 | SAVE_IN1) {   /* a - trunc(a/b) b */
+    SET(0, GY(0));
+    if (NEEDS(1)) {
+        tide_tensor * q = B(div, IN(0), IN(1));
+        tide_tensor * t = B(mul, U(sign, q), U(floor, U(abs, q)));
+        g_set(c, 1, U(neg, B(mul, GY(0), t)));
+    }
+    return TIDE_OK;
+}
+GRAD(remainder, SAVE_IN0 | SAVE_IN1) {   /* a - floor(a/b) b */
+    SET(0, GY(0));
+    if (NEEDS(1)) g_set(c, 1, U(neg, B(mul, GY(0), U(floor, B(div, IN(0), IN(1))))));
+    return TIDE_OK;
+}
+/* maximum/minimum: the gradient goes to the chosen input, split evenly on ties */
+static void pick_grad(tide_grad_ctx * c, int32_t op) {
+    tide_tensor * half = B(mul, GY(0), NUM(0.5));
+    tide_tensor * tie  = B(eq, IN(0), IN(1));
+    tide_tensor * a_wins = g_call(c, op, 2, IN(0), IN(1), NULL, NULL);
+    SET(0, W(tie, half, W(a_wins, GY(0), NUM(0))));
+    SET(1, W(tie, half, W(a_wins, NUM(0), GY(0))));
+}
+GRAD(maximum, SAVE_IN0 | SAVE_IN1) { pick_grad(c, TIDE_OP_gt); return TIDE_OK; }
+GRAD(minimum, SAVE_IN0 | SAVE_IN1) { pick_grad(c, TIDE_OP_lt); return TIDE_OK; }
+GRAD(atan2, SAVE_IN0 | SAVE_IN1) {   /* atan2(a, b): (b, -a) / (a^2 + b^2) */
+    tide_tensor * d = B(add, B(mul, IN(0), IN(0)), B(mul, IN(1), IN(1)));
+    tide_tensor * g = B(div, GY(0), d);
+    SET(0, B(mul, g, IN(1)));
+    SET(1, U(neg, B(mul, g, IN(0))));
+    return TIDE_OK;
+}
+GRAD(where, SAVE_IN0) {
+    SET(1, W(IN(0), GY(0), NUM(0)));
+    SET(2, W(IN(0), NUM(0), GY(0)));
+    return TIDE_OK;
+}
+GRAD(masked_fill, SAVE_IN1) {
+    tide_op_params p = g_params(0, NULL, 0, 0);
+    p.scalars[0] = 0;
+    SET(0, g_call(c, TIDE_OP_masked_fill, 2, GY(0), IN(1), NULL, &p));
+    return TIDE_OK;
+}
+
+/* -- reductions ---------------------------------------------------------------------------- */
+
+#define IN0 (&c->node->in[0])
+#define P   (&c->node->p)
+
+static double reduced_count(const tide_grad_ctx * c) {
+    double n = 1;
+    for (int32_t i = 0; i < P->n_ints; i++) n *= (double)IN0->sizes[P->ints[i]];
+    return n;
+}
+
+GRAD(sum, 0) { SET(0, g_unreduce(c, GY(0), IN0, P)); return TIDE_OK; }
+GRAD(mean, 0) { SET(0, B(div, g_unreduce(c, GY(0), IN0, P), NUM(reduced_count(c)))); return TIDE_OK; }
+GRAD(prod, SAVE_IN0 | SAVE_OUT0) {   /* y / x: inputs holding zeros give NaN (documented) */
+    SET(0, B(div, B(mul, g_unreduce(c, GY(0), IN0, P), g_unreduce(c, OUT(0), IN0, P)), IN(0)));
+    return TIDE_OK;
+}
+/* amax/amin: split evenly among the elements equal to the extreme */
+static void extreme_grad(tide_grad_ctx * c) {
+    tide_tensor *  hit = B(eq, IN(0), g_unreduce(c, OUT(0), IN0, P));
+    tide_op_params p   = g_params(P->n_ints, P->ints, 1, 0);
+    tide_tensor *  cnt = g_call(c, TIDE_OP_sum, 1, hit, NULL, NULL, &p);
+    tide_tensor *  per = B(div, g_unreduce(c, GY(0), IN0, P), g_keep(c, cnt ? tide_tensor_expand(cnt, IN0->ndim, IN0->sizes) : NULL));
+    SET(0, W(hit, per, NUM(0)));
+}
+GRAD(amax, SAVE_IN0 | SAVE_OUT0) { extreme_grad(c); return TIDE_OK; }
+GRAD(amin, SAVE_IN0 | SAVE_OUT0) { extreme_grad(c); return TIDE_OK; }
+/* max/min along a dim: the gradient goes to the index found (indices keep the op's base) */
+static void dim_extreme_grad(tide_grad_ctx * c) {
+    int32_t       dim = (int32_t)P->ints[0];
+    tide_tensor * g = GY(0), * idx = OUT(1);
+    if (IN0->ndim == 0) {
+        SET(0, g);
+        return;
+    }
+    if (!P->keepdim) g = g_unsqueeze(c, g, dim), idx = g_unsqueeze(c, idx, dim);
+    int64_t        d = dim;
+    tide_op_params p = g_params(1, &d, 0, P->flags & TIDE_PARAMF_ONE_BASED);
+    SET(0, g_call(c, TIDE_OP_scatter, 3, ZEROS(0), idx, g, &p));
+}
+GRAD(max_dim, SAVE_OUT1) { if (GY(0)) dim_extreme_grad(c); return TIDE_OK; }
+GRAD(min_dim, SAVE_OUT1) { if (GY(0)) dim_extreme_grad(c); return TIDE_OK; }
+/* var: 2 (x - mean) / (N - correction); std: (x - mean) / ((N - correction) std) */
+static tide_tensor * centred(tide_grad_ctx * c) {
+    tide_op_params p = g_params(P->n_ints, P->ints, 1, 0);
+    return B(sub, IN(0), g_call(c, TIDE_OP_mean, 1, IN(0), NULL, NULL, &p));
+}
+GRAD(var, SAVE_IN0) {
+    double dof = reduced_count(c) - P->scalars[0];
+    SET(0, B(mul, g_unreduce(c, GY(0), IN0, P), B(mul, centred(c), NUM(2.0 / dof))));
+    return TIDE_OK;
+}
+GRAD(std, SAVE_IN0 | SAVE_OUT0) {
+    double dof = reduced_count(c) - P->scalars[0];
+    tide_tensor * g = B(div, g_unreduce(c, GY(0), IN0, P), g_unreduce(c, OUT(0), IN0, P));
+    SET(0, B(mul, g, B(mul, centred(c), NUM(1.0 / dof))));
+    return TIDE_OK;
+}
+GRAD(logsumexp, SAVE_IN0 | SAVE_OUT0) {
+    SET(0, B(mul, g_unreduce(c, GY(0), IN0, P), U(exp, B(sub, IN(0), g_unreduce(c, OUT(0), IN0, P)))));
+    return TIDE_OK;
+}
+GRAD(cumsum, 0) {   /* the reversed cumulative sum */
+    if (IN0->ndim == 0) {
+        SET(0, GY(0));
+        return TIDE_OK;
+    }
+    tide_op_params p = g_params(1, P->ints, 0, 0);
+    tide_tensor *  f = g_call(c, TIDE_OP_flip, 1, GY(0), NULL, NULL, &p);
+    SET(0, g_call(c, TIDE_OP_flip, 1, g_call(c, TIDE_OP_cumsum, 1, f, NULL, NULL, &p), NULL, NULL, &p));
+    return TIDE_OK;
+}
+
+/* -- linear algebra ------------------------------------------------------------------------- */
+
+static tide_tensor * mT(tide_grad_ctx * c, tide_tensor * t) { return g_transpose(c, t, -1, -2); }
+
+/* matmul with NumPy's rules: 1-d operands gain a dim, which the gradient loses again;
+ * batch dims that were broadcast are summed back by the walk. */
+static void matmul_grad(tide_grad_ctx * c) {
+    tide_tensor * a = IN(0), * b = IN(1), * g = GY(0);
+    int32_t       na = c->node->in[0].ndim, nb = c->node->in[1].ndim;
+    if (na == 1 && nb == 1) {
+        SET(0, B(mul, g, b));
+        SET(1, B(mul, g, a));
+        return;
+    }
+    if (nb == 1) {   /* [..., n, k] @ [k] -> [..., n] */
+        SET(0, B(mul, g_unsqueeze(c, g, -1), b));
+        SET(1, g_squeeze(c, B(matmul, mT(c, a), g_unsqueeze(c, g, -1)), -1));
+        return;
+    }
+    if (na == 1) {   /* [k] @ [..., k, m] -> [..., m] */
+        SET(0, g_squeeze(c, B(matmul, b, g_unsqueeze(c, g, -1)), -1));
+        SET(1, B(mul, g_unsqueeze(c, a, -1), g_unsqueeze(c, g, -2)));
+        return;
+    }
+    SET(0, B(matmul, g, mT(c, b)));
+    SET(1, B(matmul, mT(c, a), g));
+}
+GRAD(matmul, SAVE_IN0 | SAVE_IN1) { matmul_grad(c); return TIDE_OK; }
+GRAD(mm, SAVE_IN0 | SAVE_IN1) { matmul_grad(c); return TIDE_OK; }
+GRAD(bmm, SAVE_IN0 | SAVE_IN1) { matmul_grad(c); return TIDE_OK; }
+GRAD(dot, SAVE_IN0 | SAVE_IN1) { matmul_grad(c); return TIDE_OK; }
+GRAD(outer, SAVE_IN0 | SAVE_IN1) {   /* [n] x [m] -> [n, m] */
+    SET(0, B(matmul, GY(0), IN(1)));
+    SET(1, B(matmul, mT(c, GY(0)), IN(0)));
+    return TIDE_OK;
+}
+GRAD(softmax, SAVE_OUT0) {   /* y (g - sum(g y)) */
+    tide_tensor * gy = B(mul, GY(0), OUT(0));
+    SET(0, B(mul, OUT(0), B(sub, GY(0), g_sum_dim(c, gy, (int32_t)P->ints[0], 1))));
+    return TIDE_OK;
+}
+GRAD(log_softmax, SAVE_OUT0) {   /* g - exp(y) sum(g) */
+    SET(0, B(sub, GY(0), B(mul, U(exp, OUT(0)), g_sum_dim(c, GY(0), (int32_t)P->ints[0], 1))));
+    return TIDE_OK;
+}
+
+/* -- indexing ---------------------------------------------------------------------------------- */
+
+static tide_op_params dim_params(const tide_grad_ctx * c) {
+    return g_params(1, P->ints, 0, P->flags & TIDE_PARAMF_ONE_BASED);
+}
+/* The part of g an index covers, zero-padded to the shape of src (which may be larger). */
+static tide_tensor * gather_src(tide_grad_ctx * c, int32_t src) {
+    tide_op_params p = dim_params(c);
+    tide_tensor *  g = g_call(c, TIDE_OP_gather, 2, GY(0), IN(1), NULL, &p);
+    const tide_meta * m = &c->node->in[src];
+    if (!g || (g->ndim == m->ndim && !memcmp(g->sizes, m->sizes, (size_t)m->ndim * sizeof(int64_t)))) return g;
+    tide_tensor * z = g_zeros(c, m), * v = z;
+    for (int32_t d = 0; d < m->ndim && v; d++) v = g_narrow(c, v, d, 0, g->sizes[d]);
+    g_copy_into(c, v, g);
+    return z;
+}
+GRAD(index_select, SAVE_IN1) {
+    tide_op_params p = dim_params(c);
+    SET(0, g_call(c, TIDE_OP_index_add, 3, ZEROS(0), IN(1), GY(0), &p));
+    return TIDE_OK;
+}
+GRAD(gather, SAVE_IN1) {
+    tide_op_params p = dim_params(c);
+    SET(0, g_call(c, TIDE_OP_scatter_add, 3, ZEROS(0), IN(1), GY(0), &p));
+    return TIDE_OK;
+}
+GRAD(scatter, SAVE_IN1) {   /* overwritten places get nothing */
+    tide_op_params p = dim_params(c);
+    if (NEEDS(0)) {
+        tide_meta m = c->node->in[1];
+        m.dtype = GY(0) ? GY(0)->dtype_id : m.dtype;
+        g_set(c, 0, g_call(c, TIDE_OP_scatter, 3, GY(0), IN(1), g_zeros(c, &m), &p));
+    }
+    if (NEEDS(2)) g_set(c, 2, gather_src(c, 2));
+    return TIDE_OK;
+}
+GRAD(scatter_add, SAVE_IN1) {
+    SET(0, GY(0));
+    if (NEEDS(2)) g_set(c, 2, gather_src(c, 2));
+    return TIDE_OK;
+}
+GRAD(index_add, SAVE_IN1) {
+    tide_op_params p = dim_params(c);
+    SET(0, GY(0));
+    SET(2, g_call(c, TIDE_OP_index_select, 2, GY(0), IN(1), NULL, &p));
+    return TIDE_OK;
+}
+
+/* -- shaping ------------------------------------------------------------------------------------- */
+
+GRAD(cat, 0) {
+    int32_t dim = (int32_t)P->ints[0];
+    int64_t at  = 0;
+    for (int32_t i = 0; i < c->node->n_in; i++) {
+        int64_t len = c->node->in[i].ndim ? c->node->in[i].sizes[dim] : 1;
+        SET(i, g_narrow(c, GY(0), dim, at, len));
+        at += len;
+    }
+    return TIDE_OK;
+}
+GRAD(stack, 0) {
+    for (int32_t i = 0; i < c->node->n_in; i++) SET(i, g_select(c, GY(0), (int32_t)P->ints[0], i));
+    return TIDE_OK;
+}
+GRAD(flip, 0) {
+    tide_op_params p = g_params(P->n_ints, P->ints, 0, 0);
+    SET(0, g_call(c, TIDE_OP_flip, 1, GY(0), NULL, NULL, &p));
+    return TIDE_OK;
+}
+GRAD(repeat, 0) {   /* each repeated dim d of size r*s: view as [r, s] and sum over r */
+    const tide_meta * in = IN0;
+    int32_t       n = P->n_ints, lead = n - in->ndim;
+    tide_tensor * g = GY(0);
+    int64_t       sizes[TIDE_MAX_DIMS];
+    for (int32_t d = 0; d < n; d++) sizes[d] = GY(0) ? GY(0)->sizes[d] : 0;
+    for (int32_t d = 0; d < n && g; d++) {
+        int64_t r = P->ints[d], s = d < lead ? 1 : in->sizes[d - lead];
+        if (r == 1) continue;
+        int64_t split[TIDE_MAX_DIMS + 1];
+        for (int32_t k = 0, j = 0; k < n; k++) {
+            if (k == d) split[j++] = r, split[j++] = s;
+            else split[j++] = sizes[k];
+        }
+        if (n + 1 > TIDE_MAX_DIMS) {   /* no room for the split: sum the tiles one by one */
+            tide_tensor * acc = g_narrow(c, g, d, 0, s);
+            for (int64_t t = 1; t < r; t++) acc = B(add, acc, g_narrow(c, g, d, t * s, s));
+            g = acc;
+        } else {
+            g = g_sum_dim(c, g_reshape(c, g, n + 1, split), d, 0);
+        }
+        sizes[d] = s;
+    }
+    SET(0, g_reshape(c, g, in->ndim, in->sizes));
+    return TIDE_OK;
+}
+GRAD(tril, 0) {
+    tide_op_params p = g_params(1, P->ints, 0, 0);
+    SET(0, g_call(c, TIDE_OP_tril, 1, GY(0), NULL, NULL, &p));
+    return TIDE_OK;
+}
+GRAD(triu, 0) {
+    tide_op_params p = g_params(1, P->ints, 0, 0);
+    SET(0, g_call(c, TIDE_OP_triu, 1, GY(0), NULL, NULL, &p));
+    return TIDE_OK;
+}
+GRAD(bernoulli, 0) { SET(0, ZEROS(0)); return TIDE_OK; }
+
