@@ -444,7 +444,7 @@ static tide_status accumulate(tide_tensor ** slot, tide_tensor * g) {
  * when nothing else can see it, later ones are added in place. */
 static tide_status accumulate_leaf(tide_tensor * leaf, tide_tensor * g) {
     if (!leaf->ag_grad) {
-        bool own = g->refcount == 1 && atomic_load(&g->storage->refcount) == 1 && !(g->flags & TIDE_TENSOR_VIEW) &&
+        bool own = __atomic_load_n(&g->refcount, __ATOMIC_ACQUIRE) == 1 && atomic_load(&g->storage->refcount) == 1 && !(g->flags & TIDE_TENSOR_VIEW) &&
                    tide_tensor_is_contiguous(g);
         if (own) {
             leaf->ag_grad = g;
