@@ -189,4 +189,27 @@ print("value", c[{ 1, 1 }]:item())
     assert.matches("matmul%(float32 %[3000,3000%], float32 %[3000,3000%]%) on queue %d+", out)
     assert.matches("enqueued at " .. script:gsub("%p", "%%%0"), out)
   end)
+  it("finishes queued work before the process exits", function()
+    -- a script that ends with matmuls still queued on every device: before the
+    -- fix, OpenBLAS's destructor freed its buffers under running kernels
+    local script = os.tmpname()
+    local f = assert(io.open(script, "w"))
+    f:write([[
+local tide = require "tide"
+local r = {}
+for _, dev in ipairs(tide.devices()) do
+  local a = tide.ones(400, 400, { device = dev })
+  for i = 1, 6 do r[#r + 1] = a:matmul(a) end
+end
+print("queued")
+]])
+    f:close()
+    for _ = 1, 3 do
+      local p = assert(io.popen("luajit " .. script .. " 2>&1; echo status $?"))
+      local out = p:read("*a")
+      p:close()
+      assert.are.equal("queued\nstatus 0\n", out)
+    end
+    os.remove(script)
+  end)
 end)
