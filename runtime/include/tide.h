@@ -267,6 +267,11 @@ void        tide_set_num_threads(int32_t n);
 int32_t     tide_get_num_threads(void);
 void        tide_manual_seed(uint64_t seed);
 uint64_t    tide_initial_seed(void);
+/* The generator's state: its seed and the next unused counter of its Philox
+ * stream. Setting a saved state replays the same numbers; the data loader uses
+ * it to draw a seeded shuffle without disturbing the global stream. */
+void        tide_rng_get_state(uint64_t * seed, uint64_t * offset);
+void        tide_rng_set_state(uint64_t seed, uint64_t offset);
 
 /* -- memory and configuration ------------------------------------------ */
 
