@@ -352,6 +352,7 @@ end
 tide.format = format
 tide.io = require "tide.io"               -- files; checkpoints are tide.save / tide.load
 tide.save, tide.load = tide.io.save, tide.io.load
+tide.data = require "tide.data"           -- TensorDataset, DataLoader
 tide.Tensor = methods   -- the method table, for extension: function tide.Tensor.foo(t) ... end
 
 REG["tide.module"] = tide
