@@ -434,6 +434,9 @@ describe("tide.io .npy", function()
     header_err("{'descr': '<f4', 'fortran_order': False, 'shape': (3,), 'x': 1}", "malformed header: unexpected key 'x'")
     header_err("{'descr': '<f4', 'fortran_order': maybe, 'shape': (3,), }", "malformed header: expected True or False")
     header_err("{'descr': '<f4', 'fortran_order': False, 'shape': (3,-1), }", "malformed header: expected a dimension size")
+    header_err("{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }\1",   -- bytes shown escaped
+      [[malformed header: expected the end of the header at byte 57 of "{'descr': '<f4', 'fortran_order': False, ]]
+      .. [['shape': (3,), }\x01"]])
     header_err("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (3,), }",
       "structured arrays (a list descr) are not supported")
     assert.has_error(function() tide.io.load_npy(path("none.npy")) end,
@@ -575,6 +578,14 @@ describe("tide.io.read_idx", function()
     err("\0\0\8\2" .. F.be32(2), "truncated: the dimension sizes needs 8 bytes, only 4 remain")
     err(u8:sub(1, -2), "truncated: the uint8 data of shape [2,3,2] needs 12 bytes, only 11 remain", true)
     err(u8 .. "abc", "3 unexpected bytes after the data")
+    -- sizes no file could hold are refused before anything is allocated
+    local huge = "\0\0\8\3" .. F.be32(4000000000) .. F.be32(1000) .. F.be32(2) .. "x"
+    local refused = "truncated: the uint8 data of shape [4000000000,1000,2] needs 8000000000000 bytes, "
+      .. "more than the rest of the file can hold"
+    err(huge, refused)
+    err(huge, refused, true)
+    err("\0\0\8\3" .. F.be32(4000000000) .. F.be32(4000000000) .. F.be32(4000000000),
+      "a shape of 3 dimensions is too large")
     local gz = F.read(F.gzip(path("t.gz"), u8))
     F.write(p, gz:sub(1, -9))   -- without the CRC and length trailer
     assert.has_error(function() tide.io.read_idx(p) end,

@@ -80,6 +80,7 @@ tide_status io_src_open_gz(io_src * s, const char * op, const char * path) {
         return r;
     }
     gzbuffer(s->gz, INBUF);
+    if (fstat(fd, &st) == 0) s->end = (int64_t)st.st_size;   /* for io_src_check_room */
     return TIDE_OK;
 }
 
@@ -204,13 +205,42 @@ tide_status io_src_read_exact(io_src * s, void * buf, size_t n, const char * wha
     return TIDE_OK;
 }
 
-int io_src_left(const io_src * s, int64_t * left) {
+/* Deflate expands at most 1032:1; the slack covers output zlib has buffered. */
+enum { MAX_INFLATE_RATIO = 1032, INFLATE_SLACK = 1 << 18 };
+
+static int64_t inflated_bound(int64_t compressed) {
+    if (compressed > (INT64_MAX - INFLATE_SLACK) / MAX_INFLATE_RATIO) return INT64_MAX;
+    return compressed * MAX_INFLATE_RATIO + INFLATE_SLACK;
+}
+
+tide_status io_src_check_room(io_src * s, int64_t n, const char * what) {
+    int64_t left, raw;
+    int     exact = 1;
     switch (s->kind) {
-    case IO_SRC_FILE:    *left = s->end - s->pos; return 1;
-    case IO_SRC_STORED:
-    case IO_SRC_DEFLATE: *left = s->expect - s->produced; return 1;
-    default:             return 0;
+    case IO_SRC_FILE:   left = s->end - s->pos; break;
+    case IO_SRC_STORED: left = s->expect - s->produced; break;
+    case IO_SRC_DEFLATE:
+        raw  = s->end - s->pos + (int64_t)s->zs.avail_in;
+        left = s->expect > s->produced ? s->expect - s->produced : 0;   /* past the declared size: nothing is left */
+        if (inflated_bound(raw) < left) {
+            left  = inflated_bound(raw);
+            exact = 0;
+        }
+        break;
+    default: {   /* GZ: gzoffset is where zlib stands in the raw file, past what it has buffered */
+        z_off_t at = gzoffset(s->gz);
+        raw        = s->end - (at > 0 ? (int64_t)at : 0);
+        left       = inflated_bound(raw > 0 ? raw : 0);
+        exact      = 0;
+        break;
     }
+    }
+    if (n <= left) return TIDE_OK;
+    if (exact)
+        return tide_error_set(TIDE_E_VALUE, "%s: %s: truncated: %s needs %lld bytes, only %lld remain", s->op, s->where,
+                              what, (long long)n, (long long)left);
+    return tide_error_set(TIDE_E_VALUE, "%s: %s: truncated: %s needs %lld bytes, more than the rest of the file "
+                          "can hold", s->op, s->where, what, (long long)n);
 }
 
 tide_status io_src_expect_end(io_src * s, const char * what) {

@@ -41,10 +41,11 @@ static tide_tensor * read_idx(io_src * s) {
     for (int32_t i = 0; i < ndim; i++)
         sizes[i] = (int64_t)dims[4 * i] << 24 | dims[4 * i + 1] << 16 | dims[4 * i + 2] << 8 | dims[4 * i + 3];
     if (io_count("read_idx", s->where, ndim, sizes, idx_types[k].size, &elements, &bytes) != TIDE_OK) return NULL;
-    tide_tensor * t = tide_tensor_empty(ndim, sizes, idx_types[k].dtype, (tide_device){TIDE_DEVICE_CPU, -1});
-    if (!t) return NULL;
     char what[200], shape[160];
     snprintf(what, sizeof what, "the %s data of shape %s", idx_types[k].name, tide_dims_str(ndim, sizes, shape, sizeof shape));
+    if (io_src_check_room(s, bytes, what) != TIDE_OK) return NULL;   /* before allocating it */
+    tide_tensor * t = tide_tensor_empty(ndim, sizes, idx_types[k].dtype, (tide_device){TIDE_DEVICE_CPU, -1});
+    if (!t) return NULL;
     void * data = t->storage->data;   /* fresh: no op can see it yet */
     if (io_src_read_exact(s, data, (size_t)bytes, what) != TIDE_OK || io_src_expect_end(s, "the data") != TIDE_OK) {
         tide_tensor_release(t);

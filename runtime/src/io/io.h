@@ -63,10 +63,11 @@ TIDE_INTERNAL tide_status io_src_open_entry(io_src * s, const char * op, const c
 TIDE_INTERNAL tide_status io_src_read(io_src * s, void * buf, size_t n, size_t * got);
 /* Reads exactly n bytes of `what`, or fails: "op: 'path': truncated: <what> needs n bytes, m remain". */
 TIDE_INTERNAL tide_status io_src_read_exact(io_src * s, void * buf, size_t n, const char * what);
-/* Sets *left to the bytes still to come and returns 1 when the source knows
- * them (a file, a zip entry), so readers refuse a size the data cannot hold
- * before allocating it; returns 0 for gzip streams. */
-TIDE_INTERNAL int         io_src_left(const io_src * s, int64_t * left);
+/* Fails ("truncated: <what> needs n bytes, ...") when the rest of the source
+ * cannot hold n bytes, so that readers refuse what a corrupt header asks for
+ * before allocating it. Exact for files and stored entries; for gzip streams
+ * and deflated entries, a bound from deflate's largest expansion (1032:1). */
+TIDE_INTERNAL tide_status io_src_check_room(io_src * s, int64_t n, const char * what);
 /* Fails unless the source is at its end ("... bytes after <what>"); for zip entries, checks the CRC. */
 TIDE_INTERNAL tide_status io_src_expect_end(io_src * s, const char * what);
 TIDE_INTERNAL void        io_src_close(io_src * s);

@@ -35,11 +35,20 @@ static void skip_ws(scan * c) {
     while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r')) c->p++;
 }
 
+/* The message shows the header, its bytes outside printable ASCII as \xNN. */
 static tide_status syntax(scan * c, const char * expected) {
     int len = (int)(c->end - c->s);
     while (len > 0 && (c->s[len - 1] == ' ' || c->s[len - 1] == '\n')) len--;
-    return BAD("%s: %s: malformed header: expected %s at byte %d of \"%.*s\"", c->src->op, c->src->where, expected,
-               (int)(c->p - c->s), len > 200 ? 200 : len, c->s);
+    char   shown[240];
+    size_t k = 0;
+    for (int i = 0; i < len && k + 8 < sizeof shown; i++) {
+        unsigned char ch = (unsigned char)c->s[i];
+        if (ch >= 0x20 && ch < 0x7f) shown[k++] = (char)ch;
+        else k += (size_t)snprintf(shown + k, sizeof shown - k, "\\x%02x", ch);
+    }
+    shown[k] = 0;
+    return BAD("%s: %s: malformed header: expected %s at byte %d of \"%s%s\"", c->src->op, c->src->where, expected,
+               (int)(c->p - c->s), shown, k + 8 >= sizeof shown ? "..." : "");
 }
 
 static bool eat(scan * c, char ch) {
@@ -202,12 +211,7 @@ static tide_tensor * read_npy(io_src * s) {
     if (io_count(s->op, s->where, info.ndim, sizes, info.file_size, &elements, &bytes) != TIDE_OK) return NULL;
     char what[200], dims[160];
     snprintf(what, sizeof what, "the data of shape %s", tide_dims_str(info.ndim, info.sizes, dims, sizeof dims));
-    int64_t left;
-    if (io_src_left(s, &left) && bytes > left) {   /* before allocating what a corrupt header asks for */
-        BAD("%s: %s: truncated: %s needs %lld bytes, only %lld remain", s->op, s->where, what, (long long)bytes,
-            (long long)left);
-        return NULL;
-    }
+    if (io_src_check_room(s, bytes, what) != TIDE_OK) return NULL;   /* before allocating it */
     tide_tensor * t = tide_tensor_empty(info.ndim, sizes, info.dtype, (tide_device){TIDE_DEVICE_CPU, -1});
     if (!t) return NULL;
     void * data = t->storage->data;   /* fresh: no op can see it yet */
