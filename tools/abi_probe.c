@@ -25,5 +25,7 @@ int main(void) {
     OFF(tide_op_info, flags); OFF(tide_op_info, has_cpu);
     SIZE(tide_mem_stats);
     OFF(tide_mem_stats, bytes_in_use); OFF(tide_mem_stats, n_reused);
+    SIZE(tide_csv_options);
+    OFF(tide_csv_options, delimiter); OFF(tide_csv_options, header); OFF(tide_csv_options, dtype);
     return 0;
 }

@@ -367,6 +367,9 @@ tide.format = format
 tide.autograd = autograd
 tide.no_grad, tide.enable_grad = autograd.no_grad, autograd.enable_grad
 tide.set_grad_enabled, tide.is_grad_enabled = autograd.set_grad_enabled, autograd.is_grad_enabled
+tide.io = require "tide.io"               -- files; checkpoints are tide.save / tide.load
+tide.save, tide.load = tide.io.save, tide.io.load
+tide.data = require "tide.data"           -- TensorDataset, DataLoader
 tide.Tensor = methods   -- the method table, for extension: function tide.Tensor.foo(t) ... end
 
 REG["tide.module"] = tide

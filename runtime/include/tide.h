@@ -326,6 +326,11 @@ void        tide_set_num_threads(int32_t n);
 int32_t     tide_get_num_threads(void);
 void        tide_manual_seed(uint64_t seed);
 uint64_t    tide_initial_seed(void);
+/* The generator's state: its seed and the next unused counter of its Philox
+ * stream. Setting a saved state replays the same numbers; the data loader uses
+ * it to draw a seeded shuffle without disturbing the global stream. */
+void        tide_rng_get_state(uint64_t * seed, uint64_t * offset);
+void        tide_rng_set_state(uint64_t seed, uint64_t offset);
 
 /* -- memory and configuration ------------------------------------------ */
 
@@ -344,6 +349,80 @@ void        tide_mem_empty_cache(void);
  * level, threads. Borrowed, static. */
 const char * tide_config(void);
 const char * tide_version(void);
+
+/* -- files: checkpoints and data sets (runtime/src/io/) ------------------ */
+
+/* The readers return tensors on the default CPU device, their data read from
+ * the file straight into the new storage (one copy; no mmap). Errors name the
+ * function as the Lua module does ("load", "load_npy", ...), the file and what
+ * is wrong with it; a corrupt or truncated file is an error, never a crash.
+ * The writers write a temporary file beside path, fsync it and rename it over
+ * path: a failed save leaves an existing file as it was. All are synchronous
+ * and wait for pending writes to the tensors they save. Thread-safe for
+ * distinct paths and dicts. */
+
+/* An ordered list of named tensors plus a map of string metadata: what a
+ * safetensors or .npz file holds. Owns references to its tensors and copies of
+ * its strings. Not thread-safe: one thread at a time uses a dict. */
+typedef struct tide_tensor_dict tide_tensor_dict;
+
+tide_tensor_dict * tide_tensor_dict_new(void);                       /* NULL if out of memory */
+void               tide_tensor_dict_free(tide_tensor_dict * d);     /* releases its tensors; NULL is a no-op */
+/* Appends t (retained) under a copy of name. Names are not checked for
+ * duplicates here (tide_safetensors_save does). */
+tide_status        tide_tensor_dict_add(tide_tensor_dict * d, const char * name, tide_tensor * t);
+/* Sets metadata key to a copy of value, replacing an earlier value of key. */
+tide_status        tide_tensor_dict_set_meta(tide_tensor_dict * d, const char * key, const char * value);
+int64_t            tide_tensor_dict_count(const tide_tensor_dict * d);
+/* Entry i (0-based, in file order for loaded dicts): borrowed, valid while d
+ * lives; NULL when i is out of range. */
+const char *       tide_tensor_dict_name(const tide_tensor_dict * d, int64_t i);
+tide_tensor *      tide_tensor_dict_tensor(const tide_tensor_dict * d, int64_t i);
+/* The first tensor named name (borrowed), or NULL. */
+tide_tensor *      tide_tensor_dict_find(const tide_tensor_dict * d, const char * name);
+int64_t            tide_tensor_dict_meta_count(const tide_tensor_dict * d);
+const char *       tide_tensor_dict_meta_key(const tide_tensor_dict * d, int64_t i);
+const char *       tide_tensor_dict_meta_value(const tide_tensor_dict * d, int64_t i);
+
+/* Writes d in the safetensors format: an 8-byte little-endian header length,
+ * a JSON header padded with spaces to a multiple of 8 bytes, then the tensors'
+ * bytes, contiguous and little-endian, ordered by decreasing alignment then by
+ * name (as the safetensors library writes them). Dtypes F32 F64 I32 I64 U8
+ * BOOL F16 BF16. Fails on duplicate names, the name "__metadata__", strings
+ * that are not UTF-8, tensors not on the CPU, I/O errors (TIDE_E_IO). */
+tide_status        tide_safetensors_save(const char * path, const tide_tensor_dict * d);
+/* Reads a safetensors file: a new dict (free with tide_tensor_dict_free) in
+ * the order of the tensors' data, with the file's __metadata__. Checks the
+ * header length, the JSON, every dtype, shape and byte count, and that the
+ * tensors' byte ranges neither overlap nor leave bytes unused. NULL on failure. */
+tide_tensor_dict * tide_safetensors_load(const char * path);
+
+/* NumPy's .npy format (versions 1, 2 and 3). Little- and big-endian data;
+ * bool, uint8, int8/16/32/64, uint16/32 (widened to int32/int64), float16/32/64.
+ * A fortran_order array is returned as a view with column-major strides.
+ * NULL on failure. */
+tide_tensor *      tide_npy_load(const char * path);
+/* Writes t as .npy version 1.0, C order, little-endian, the data 64-byte
+ * aligned. bfloat16 has no NumPy dtype and is refused (TIDE_E_DTYPE). */
+tide_status        tide_npy_save(const char * path, tide_tensor * t);
+/* An .npz archive (a zip of .npy files, stored or deflated, zip64 included):
+ * one tensor per entry, named without ".npy". NULL on failure. */
+tide_tensor_dict * tide_npz_load(const char * path);
+/* An IDX file (the MNIST format), gzip'd or not: uint8, float32 and float64
+ * data keep their type; int8, int16 and int32 become int32. NULL on failure. */
+tide_tensor *      tide_idx_load(const char * path);
+
+typedef struct tide_csv_options {
+    int32_t delimiter;   /* a byte; 0 for ','; ' ' splits at runs of spaces and tabs */
+    int32_t header;      /* 1: the first line names the columns */
+    int32_t dtype;       /* of the result */
+} tide_csv_options;
+/* A CSV file of numbers (gzip'd or not) as a dict with one tensor, "data", of
+ * shape [rows, columns]; with opts->header its metadata maps "0", "1", ... to
+ * the column names. Empty fields are NaN in float dtypes, an error in integer
+ * ones; rows of a different width and fields that are not numbers are errors
+ * naming the line and column. opts may be NULL (',', no header, float32). */
+tide_tensor_dict * tide_csv_load(const char * path, const tide_csv_options * opts);
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

@@ -26,6 +26,20 @@ uint64_t tide_initial_seed(void) {
     return s;
 }
 
+void tide_rng_get_state(uint64_t * s, uint64_t * off) {
+    pthread_mutex_lock(&lock);
+    *s   = seed;
+    *off = offset;
+    pthread_mutex_unlock(&lock);
+}
+
+void tide_rng_set_state(uint64_t s, uint64_t off) {
+    pthread_mutex_lock(&lock);
+    seed   = s;
+    offset = off;
+    pthread_mutex_unlock(&lock);
+}
+
 void tide_rng_reserve(uint64_t n, uint64_t * s, uint64_t * off) {
     pthread_mutex_lock(&lock);
     *s   = seed;
