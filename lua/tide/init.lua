@@ -368,6 +368,7 @@ tide.autograd = autograd
 tide.no_grad, tide.enable_grad = autograd.no_grad, autograd.enable_grad
 tide.set_grad_enabled, tide.is_grad_enabled = autograd.set_grad_enabled, autograd.is_grad_enabled
 tide.Tensor = methods   -- the method table, for extension: function tide.Tensor.foo(t) ... end
+tide.optim = require "tide.optim"
 
 REG["tide.module"] = tide
 return tide
