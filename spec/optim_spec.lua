@@ -1,7 +1,8 @@
 -- optim: each optimizer's steps against its published update rule computed
 -- here in plain Lua float64 (float32 and float64 parameters), param groups,
 -- nil gradients, zero_grad, hyperparameter changes and their tensors, state
--- dict round trips, add_param_group, every error message, and training runs that must reach a small loss.
+-- dict round trips, add_param_group, the schedules against their closed forms,
+-- every error message, and training runs that must reach a small loss.
 local tide = require "tide"
 local H = require "spec.helpers"
 local ffi = require "ffi"
@@ -357,6 +358,16 @@ describe("optim", function()
       H.close(p, { before - 0.5 }, 0, 1e-8)
       assert.are.equal(0.02, opt.param_groups[1].lr)
     end)
+    it("a scheduler's step writes the new lr into the tensor at once", function()
+      local p = tide.tensor({ 1 }, { requires_grad = true })
+      local opt = optim.SGD({ p }, { lr = 1 })
+      local lr_t = opt:hyperparameter_tensors(1).lr
+      local sched = optim.StepLR(opt, { step_size = 1, gamma = 0.5 })
+      sched:step()
+      assert.are.equal(0.5, lr_t:item())
+      sched:step()
+      assert.are.equal(0.25, lr_t:item())
+    end)
     it("must stay numbers", function()
       local p = tide.tensor({ 1 }, { requires_grad = true })
       local opt = optim.SGD({ p }, { lr = 0.1 })
@@ -606,9 +617,177 @@ describe("optim", function()
     end)
   end)
 
+  describe("lr_scheduler", function()
+    local function sgd(lrs)
+      local groups = {}
+      for i, lr in ipairs(lrs) do
+        groups[i] = { params = { tide.tensor({ i }, { requires_grad = true }) }, lr = lr }
+      end
+      return optim.SGD(groups, { momentum = 0.9 })
+    end
+    -- Steps sched n times; checks get_last_lr() and the groups' lr against closed(step, group) each time.
+    local function against(opt, sched, n, closed)
+      for step = 0, n do
+        if step > 0 then sched:step() end
+        local last = sched:get_last_lr()
+        for gi, group in ipairs(opt.param_groups) do
+          local want = closed(step, gi)
+          assert.is_true(math.abs(last[gi] - want) <= 1e-12 * math.abs(want) + 1e-15,
+            string.format("step %d group %d: %.17g ~= %.17g", step, gi, last[gi], want))
+          assert.are.equal(last[gi], group.lr)
+          assert.are.equal(group.lr, opt:hyperparameter_tensors(gi).lr:item())
+        end
+      end
+    end
+    it("are reachable from tide.optim", function()
+      assert.are.equal(optim.lr_scheduler.StepLR, optim.StepLR)
+      assert.are.equal(optim.lr_scheduler.CosineAnnealingLR, optim.CosineAnnealingLR)
+      assert.are.equal(optim.lr_scheduler.OneCycleLR, optim.OneCycleLR)
+    end)
+    it("StepLR", function()
+      local opt = sgd { 0.1, 0.5 }
+      local s = optim.StepLR(opt, { step_size = 3, gamma = 0.5 })
+      local base = { 0.1, 0.5 }
+      against(opt, s, 12, function(t, g) return base[g] * 0.5 ^ math.floor(t / 3) end)
+      assert.are.equal(0.1, opt.param_groups[1].initial_lr)
+      local d = optim.StepLR(sgd { 1 }, { step_size = 2 })
+      d:step(); d:step()
+      assert.are.equal(0.1, d:get_last_lr()[1])
+    end)
+    it("CosineAnnealingLR, beyond T_max too", function()
+      local opt = sgd { 0.1, 0.02 }
+      local s = optim.CosineAnnealingLR(opt, { T_max = 10, eta_min = 0.001 })
+      local base = { 0.1, 0.02 }
+      against(opt, s, 25, function(t, g) return 0.001 + (base[g] - 0.001) * (1 + math.cos(math.pi * t / 10)) / 2 end)
+    end)
+    -- The 1cycle reference: phases as (first step, last step, lr from, lr to, momentum from, momentum to).
+    local function one_cycle(t, phases, strategy)
+      local function f(a, b, pct)
+        if strategy == "linear" then return (b - a) * pct + a end
+        return b + (a - b) / 2 * (math.cos(math.pi * pct) + 1)
+      end
+      for k, ph in ipairs(phases) do
+        if t <= ph[2] or k == #phases then
+          local pct = (t - ph[1]) / (ph[2] - ph[1])
+          return f(ph[3], ph[4], pct), f(ph[5], ph[6], pct)
+        end
+      end
+    end
+    it("OneCycleLR, cos, cycling the momentum of SGD", function()
+      local opt = sgd { 1 }
+      local s = optim.OneCycleLR(opt, { max_lr = 0.1, total_steps = 20 })
+      local lo, hi, fin = 0.1 / 25, 0.1, 0.1 / 25 / 1e4
+      local phases = { { 0, 5, lo, hi, 0.95, 0.85 }, { 5, 19, hi, fin, 0.85, 0.95 } }
+      for step = 0, 19 do
+        if step > 0 then s:step() end
+        local lr, mom = one_cycle(step, phases, "cos")
+        H.close(tide.tensor(s:get_last_lr()[1], "float64"), lr, 1e-12, 1e-18, "lr at step " .. step)
+        H.close(tide.tensor(opt.param_groups[1].momentum, "float64"), mom, 1e-12, 0, "momentum at step " .. step)
+        assert.are.equal(opt.param_groups[1].momentum, opt:hyperparameter_tensors(1).momentum:item())
+      end
+      assert.are.equal(fin, s:get_last_lr()[1])
+      assert.are.same({ lo, hi, fin, 0.95, 0.85 }, { opt.param_groups[1].initial_lr, opt.param_groups[1].max_lr,
+        opt.param_groups[1].min_lr, opt.param_groups[1].max_momentum, opt.param_groups[1].base_momentum })
+      s:step()   -- step total_steps is allowed, as in PyTorch
+      assert.has_error(function() s:step() end, "OneCycleLR: tried to step 21 times; total_steps is 20")
+    end)
+    it("OneCycleLR, linear, three phases, epochs and steps_per_epoch, a max_lr per group, beta1 of Adam", function()
+      local a = tide.tensor({ 1 }, { requires_grad = true })
+      local b = tide.tensor({ 2 }, { requires_grad = true })
+      local opt = optim.Adam({ { params = { a } }, { params = { b } } }, { betas = { 0.9, 0.99 } })
+      local s = optim.OneCycleLR(opt, { max_lr = { 0.1, 0.4 }, epochs = 4, steps_per_epoch = 5, pct_start = 0.25,
+        anneal_strategy = "linear", three_phase = true, div_factor = 10, final_div_factor = 100,
+        base_momentum = 0.8, max_momentum = { 0.9, 0.95 } })
+      for step = 0, 19 do
+        if step > 0 then s:step() end
+        for gi, max_lr in ipairs { 0.1, 0.4 } do
+          local lo, maxm = max_lr / 10, gi == 1 and 0.9 or 0.95
+          local phases = { { 0, 4, lo, max_lr, maxm, 0.8 }, { 4, 8, max_lr, lo, 0.8, maxm },
+                           { 8, 19, lo, lo / 100, maxm, maxm } }
+          local lr, mom = one_cycle(step, phases, "linear")
+          local group = opt.param_groups[gi]
+          assert.is_true(math.abs(group.lr - lr) <= 1e-12 * lr, string.format("step %d: %.17g ~= %.17g", step,
+            group.lr, lr))
+          assert.is_true(math.abs(group.betas[1] - mom) <= 1e-12)
+          assert.are.equal(0.99, group.betas[2])
+          assert.are.equal(group.betas[1], opt:hyperparameter_tensors(gi).beta1:item())
+        end
+      end
+    end)
+    it("OneCycleLR without cycle_momentum leaves the momentum alone", function()
+      local opt = optim.RMSprop({ tide.tensor({ 1 }, { requires_grad = true }) }, { momentum = 0.3 })
+      local s = optim.OneCycleLR(opt, { max_lr = 1, total_steps = 10, cycle_momentum = false })
+      s:step()
+      assert.are.equal(0.3, opt.param_groups[1].momentum)
+      assert.is_nil(opt.param_groups[1].max_momentum)
+    end)
+    it("state_dict and load_state_dict continue a schedule", function()
+      for _, make in ipairs {
+        function(o) return optim.StepLR(o, { step_size = 2, gamma = 0.3 }) end,
+        function(o) return optim.CosineAnnealingLR(o, { T_max = 7 }) end,
+        function(o) return optim.OneCycleLR(o, { max_lr = 0.2, total_steps = 12 }) end,
+      } do
+        local opt = sgd { 0.1, 0.3 }
+        local s = make(opt)
+        for _ = 1, 4 do s:step() end
+        local osd, ssd = opt:state_dict(), s:state_dict()
+        local opt2 = sgd { 1, 1 }
+        local s2 = make(opt2)
+        opt2:load_state_dict(osd)
+        s2:load_state_dict(ssd)
+        assert.are.same(s:get_last_lr(), s2:get_last_lr())
+        for _ = 1, 6 do
+          s:step(); s2:step()
+          assert.are.same(s:get_last_lr(), s2:get_last_lr())
+          assert.are.same(opt.param_groups[1].momentum, opt2.param_groups[1].momentum)
+        end
+        assert.are.equal(ssd.last_epoch + 6, s2.last_epoch)
+      end
+    end)
+    it("errors name the scheduler and the value", function()
+      local opt = sgd { 0.1 }
+      local cases = {
+        { function() optim.StepLR(5, { step_size = 1 }) end, "StepLR: argument 1 must be an optimizer, got number" },
+        { function() optim.StepLR(opt, 3) end, "StepLR: options must be a table, got number" },
+        { function() optim.StepLR(opt, { step_size = 0 }) end, "StepLR: step_size must be a positive integer, got 0" },
+        { function() optim.StepLR(opt, {}) end, "StepLR: step_size must be a positive integer, got nil" },
+        { function() optim.StepLR(opt, { step_size = 2, gama = 0.1 }) end, "StepLR: unknown option 'gama'" },
+        { function() optim.StepLR(opt, { step_size = 2, gamma = "x" }) end, "StepLR: gamma must be a number, got 'x'" },
+        { function() optim.CosineAnnealingLR(opt, { T_max = 2.5 }) end,
+          "CosineAnnealingLR: T_max must be a positive integer, got 2.5" },
+        { function() optim.CosineAnnealingLR(opt, { T_max = 2, eta_min = "x" }) end,
+          "CosineAnnealingLR: eta_min must be a number, got 'x'" },
+        { function() optim.OneCycleLR(opt, { max_lr = 1 }) end,
+          "OneCycleLR: give total_steps, or epochs and steps_per_epoch" },
+        { function() optim.OneCycleLR(opt, { max_lr = 1, total_steps = -3 }) end,
+          "OneCycleLR: total_steps must be a positive integer, got -3" },
+        { function() optim.OneCycleLR(opt, { max_lr = 1, epochs = 2, steps_per_epoch = 1.5 }) end,
+          "OneCycleLR: steps_per_epoch must be a positive integer, got 1.5" },
+        { function() optim.OneCycleLR(opt, { total_steps = 10 }) end, "OneCycleLR: max_lr is required" },
+        { function() optim.OneCycleLR(opt, { max_lr = { 1, 2 }, total_steps = 10 }) end,
+          "OneCycleLR: max_lr must be a number or a table of 1 numbers (one per param group), got a table of 2" },
+        { function() optim.OneCycleLR(opt, { max_lr = 1, total_steps = 10, pct_start = 1.5 }) end,
+          "OneCycleLR: pct_start must be a number in [0, 1], got 1.5" },
+        { function() optim.OneCycleLR(opt, { max_lr = 1, total_steps = 10, anneal_strategy = "exp" }) end,
+          "OneCycleLR: anneal_strategy must be 'cos' or 'linear', got 'exp'" },
+        { function() optim.OneCycleLR(opt, { max_lr = 1, total_steps = 10, pct_start = 0.1 }) end,
+          "OneCycleLR: phase 1 is empty (it ends at step 0 where it starts); give more total_steps or another " ..
+          "pct_start" },
+      }
+      for _, case in ipairs(cases) do assert.has_error(case[1], case[2]) end
+      local s = optim.StepLR(opt, { step_size = 2 })
+      assert.has_error(function() s:load_state_dict(nil) end, "StepLR: load_state_dict: expects a table, got nil")
+      local c = optim.CosineAnnealingLR(sgd { 0.1 }, { T_max = 3 }):state_dict()
+      assert.has_error(function() s:load_state_dict(c) end,
+        "StepLR: load_state_dict: lacks 'step_size' (is it the state of a StepLR?)")
+      local two = optim.StepLR(sgd { 0.1, 0.2 }, { step_size = 2 }):state_dict()
+      assert.has_error(function() s:load_state_dict(two) end,
+        "StepLR: load_state_dict: 'base_lrs' must be a table of 1 numbers (one per param group), got 2 values")
+    end)
+  end)
 
   describe("extension", function()
-    it("Optimizer.class makes a new optimizer that gets groups and state dicts", function()
+    it("Optimizer.class makes a new optimizer that gets groups, state dicts and schedules", function()
       local SignSGD = optim.Optimizer.class("SignSGD", {
         defaults = { lr = 0.1 },
         hypers = { { "lr", function(g) return g.lr end } },
@@ -626,13 +805,34 @@ describe("optim", function()
       local opt = SignSGD({ p }, { lr = 0.5 })
       assert.is_true(optim.Optimizer.is_optimizer(opt))
       assert.has_error(function() SignSGD({ p }, { lr = -1 }) end, "SignSGD: lr must be >= 0, got -1")
+      local sched = optim.StepLR(opt, { step_size = 1, gamma = 0.5 })
       for _ = 1, 2 do
         p.grad = tide.tensor({ 10, -0.1 })
         opt:step()
+        sched:step()
       end
-      H.close(p, { 3 - 1, -2 + 1 })
+      H.close(p, { 3 - 0.75, -2 + 0.75 })
       assert.are.equal(2, opt:state_dict().state[1].step:item())
-      assert.matches("^SignSGD %(\n  param group 1: 1 parameters\n.*    lr: 0.5\n", tostring(opt))
+      assert.matches("^SignSGD %(\n  param group 1: 1 parameters\n.*    lr: 0.125\n", tostring(opt))
+    end)
+    it("LRScheduler.class makes a new schedule", function()
+      local Halving = optim.lr_scheduler.LRScheduler.class("Halving", {
+        options = { every = true }, fields = { "every" },
+        setup = function(self, _, opts) self.every = opts.every or 1 end,
+        get_lr = function(self, step)
+          local r = {}
+          for i, base in ipairs(self.base_lrs) do r[i] = base / 2 ^ math.floor(step / self.every) end
+          return r
+        end,
+      })
+      local opt = optim.SGD({ tide.tensor({ 1 }, { requires_grad = true }) }, { lr = 1 })
+      local s = Halving(opt, { every = 2 })
+      for _ = 1, 5 do s:step() end
+      assert.are.same({ 0.25 }, s:get_last_lr())
+      assert.are.equal(0.25, opt:hyperparameter_tensors(1).lr:item())
+      assert.are.equal("Halving (last_epoch 5, lr 0.25)", tostring(s))
+      assert.are.same({ every = 2, last_epoch = 5, _step_count = 6, base_lrs = { 1 }, _last_lr = { 0.25 } },
+        s:state_dict())
     end)
   end)
 
@@ -661,5 +861,17 @@ describe("optim", function()
         H.close(w, { { 1.5 }, { -2 }, { 0.5 } }, 0, 0.01)
       end)
     end
+    it("SGD with a OneCycle schedule minimises a quadratic", function()
+      local x = tide.tensor({ 3, -4, 5 }, { requires_grad = true })
+      local opt = optim.SGD({ x }, { lr = 0.1, nesterov = true, momentum = 0.9 })
+      local sched = optim.OneCycleLR(opt, { max_lr = 0.2, total_steps = 100 })
+      for _ = 1, 100 do
+        opt:zero_grad()
+        ;((x - 1) ^ 2):sum():backward()
+        opt:step()
+        if sched.last_epoch < 100 then sched:step() end
+      end
+      H.close(x, { 1, 1, 1 }, 0, 1e-3)
+    end)
   end)
 end)
