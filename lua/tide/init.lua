@@ -371,6 +371,7 @@ tide.io = require "tide.io"               -- files; checkpoints are tide.save / 
 tide.save, tide.load = tide.io.save, tide.io.load
 tide.data = require "tide.data"           -- TensorDataset, DataLoader
 tide.Tensor = methods   -- the method table, for extension: function tide.Tensor.foo(t) ... end
+tide.optim = require "tide.optim"
 
 REG["tide.module"] = tide
 return tide

@@ -1,0 +1,51 @@
+--- tide.optim: optimizers and learning-rate schedules, as torch.optim has them.
+--
+--     local opt = tide.optim.Adam(model_params, { lr = 1e-3 })
+--     local sched = tide.optim.OneCycleLR(opt, { max_lr = 1e-2, total_steps = 1000 })
+--     for _ = 1, 1000 do
+--       opt:zero_grad(); loss_fn():backward(); opt:step(); sched:step()
+--     end
+--
+-- Optimizers: SGD, Adam, AdamW, RMSprop (Optimizer is their base, for new
+-- ones). They take a tensor, a list of tensors or PyTorch's param groups
+-- ({ { params = {...}, lr = 0.1 }, { params = {...} } }), then an options table.
+-- Every update is a handful of in-place engine ops per parameter (no Lua loop
+-- over elements), run under no_grad. Schedules: lr_scheduler.StepLR,
+-- CosineAnnealingLR and OneCycleLR, also reachable as tide.optim.StepLR & co.
+--
+-- Hyperparameters and compiled steps. The groups' hyperparameters are plain Lua
+-- values, read and written as PyTorch users do: `opt.param_groups[1].lr = 0.01`
+-- takes effect on the next step. The update ops never read those Lua numbers.
+-- Each group keeps one 0-d float64 tensor per numeric hyperparameter (lr,
+-- momentum, dampening, weight_decay, beta1, beta2, eps, alpha; one set per
+-- device its parameters live on): `opt:hyperparameter_tensors(i [, device])`.
+-- `opt:sync_hyperparameters()` copies each value that changed since its last
+-- call into its tensor (one fill op each; nothing when nothing changed); step()
+-- calls it first, and a scheduler's step() calls it after setting the new lr
+-- and momentum. Everything that changes every step is a tensor too: each
+-- parameter's step count (state.step, 0-d float64), and the bias corrections,
+-- step sizes and 1 - beta factors, computed from those tensors by engine ops.
+-- So the ops a step enqueues are the same from one step to the next, and a
+-- compiled (replayed) training step that captured them picks up a new lr once
+-- the tensors hold it: set the field and call sync_hyperparameters() (or step
+-- the scheduler) between replays. What decides which ops run (a weight decay
+-- or momentum of 0 or not, nesterov, amsgrad, centered, maximize, and the first
+-- step, which creates the state) is read from the Lua values: changing those
+-- needs a new capture, as it does in PyTorch.
+local Optimizer = require "tide.optim.optimizer"
+local adam = require "tide.optim.adam"
+local lr_scheduler = require "tide.optim.lr_scheduler"
+
+local M = {
+  Optimizer = Optimizer,
+  SGD = require "tide.optim.sgd",
+  Adam = adam.Adam,
+  AdamW = adam.AdamW,
+  RMSprop = require "tide.optim.rmsprop",
+  lr_scheduler = lr_scheduler,
+  StepLR = lr_scheduler.StepLR,
+  CosineAnnealingLR = lr_scheduler.CosineAnnealingLR,
+  OneCycleLR = lr_scheduler.OneCycleLR,
+}
+
+return M
