@@ -350,6 +350,8 @@ function tide.dtypes()
 end
 
 tide.format = format
+--- plot(values, opts): a line chart in the terminal (a PNG too with gnuplot); see tide.plot.
+tide.plot = require "tide.plot"
 tide.Tensor = methods   -- the method table, for extension: function tide.Tensor.foo(t) ... end
 
 REG["tide.module"] = tide
