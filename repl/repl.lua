@@ -149,8 +149,9 @@ local function on_error(err)
   local lines = {}
   local tb = debug.traceback("", 2)
   for line in tb:gmatch("[^\n]+") do
-    if line:match("^%s") and not line:find(THIS, 1, true) and not line:find("in function 'xpcall'", 1, true)
-       and not line:find("%[C%]: in function 'error'") and not line:find("%(tail call%)")
+    -- the frames below the REPL's own are not the user's
+    if line:find(THIS, 1, true) or line:find("in function 'xpcall'", 1, true) then break end
+    if line:match("^%s") and not line:find("%[C%]: in function 'error'") and not line:find("%(tail call%)")
        and not line:find("%[builtin#") and not line:find("/bindings/ffi.lua:", 1, true) then
       lines[#lines + 1] = line
     end
@@ -178,7 +179,8 @@ local function compile(text, name)
   if not fn then
     local err
     fn, err = loadstring(text, name)
-    if not fn then return nil, err, err:sub(-7) == "'<eof>'" end
+    -- incomplete: the end of input came too early; a string cannot go on to the next line
+    if not fn then return nil, err, err:sub(-7) == "'<eof>'" and not err:find("unfinished string", 1, true) end
   end
   if M.interpreted then jit.off(fn, true) end
   if expr then return fn end

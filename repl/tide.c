@@ -26,7 +26,7 @@ static void usage(FILE * f) {
     fprintf(f,
             "usage: %s [options] [script [args...]]\n"
             "  -e code        run code (Tide is loaded as the global `tide`)\n"
-            "  -l name        require library `name` into the global `name`\n"
+            "  -l name        require library `name` into a global named by its last part\n"
             "  -i             enter the REPL after running the script and -e code\n"
             "  -v, --version  print the versions of Tide and LuaJIT\n"
             "  -h, --help     print this help\n"
@@ -98,7 +98,7 @@ static void set_mode(int mode) {
 /* Prints and pops the error on top of the stack. */
 static void report(lua_State * L) {
     const char * msg = lua_tostring(L, -1);
-    message(msg ? msg : "(error object is not a string)");
+    if (!lua_isnil(L, -1)) message(msg ? msg : "(error object is not a string)");   /* nil: quiet, as luajit */
     lua_pop(L, 1);
 }
 
@@ -150,7 +150,8 @@ static int dolibrary(lua_State * L, const char * name) {
         report(L);
         return st;
     }
-    lua_setglobal(L, name);
+    const char * dot = strrchr(name, '.');   /* -l a.b sets the global b */
+    lua_setglobal(L, dot ? dot + 1 : name);
     return 0;
 }
 

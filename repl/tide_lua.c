@@ -25,7 +25,7 @@
 
 static char           lua_path[4 * PATH_MAX + 256];
 static char           library[PATH_MAX + 32];
-static char           repl[PATH_MAX + 64];
+static char           repl[2 * PATH_MAX + 256];
 static tide_lua_paths paths = {lua_path, library, repl};
 static pthread_once_t paths_once = PTHREAD_ONCE_INIT;
 
@@ -56,18 +56,19 @@ static void find_paths(void) {
                  TIDE_SOURCE_DIR, TIDE_SOURCE_DIR, TIDE_SOURCE_DIR, TIDE_SOURCE_DIR, TIDE_BINARY_DIR);
         snprintf(repl, sizeof repl, "%s/repl/repl.lua", TIDE_SOURCE_DIR);
     } else {   /* installed: relative to this library, else where it was meant to go */
+        char real[PATH_MAX];
         snprintf(luadir, sizeof luadir, "%s/%s/%s", here, TIDE_LIBDIR_TO_PREFIX, TIDE_LUADIR);
         snprintf(probe, sizeof probe, "%s/tide/init.lua", luadir);
-        const char * prefix = here;
-        if (!here[0] || !readable(probe)) {
+        if (here[0] && readable(probe) && realpath(luadir, real)) {
+            snprintf(luadir, sizeof luadir, "%s", real);
+            snprintf(probe, sizeof probe, "%s/%s/%s", here, TIDE_LIBDIR_TO_PREFIX, TIDE_DATADIR);
+            if (realpath(probe, real)) snprintf(repl, sizeof repl, "%s/repl.lua", real);
+            else snprintf(repl, sizeof repl, "%s/repl.lua", probe);
+        } else {
             snprintf(luadir, sizeof luadir, "%s/%s", TIDE_INSTALL_PREFIX, TIDE_LUADIR);
-            prefix = NULL;
+            snprintf(repl, sizeof repl, "%s/%s/repl.lua", TIDE_INSTALL_PREFIX, TIDE_DATADIR);
         }
         snprintf(lua_path, sizeof lua_path, "%s/?.lua;%s/?/init.lua", luadir, luadir);
-        if (prefix)
-            snprintf(repl, sizeof repl, "%s/%s/%s/repl.lua", here, TIDE_LIBDIR_TO_PREFIX, TIDE_DATADIR);
-        else
-            snprintf(repl, sizeof repl, "%s/%s/repl.lua", TIDE_INSTALL_PREFIX, TIDE_DATADIR);
     }
     /* the libtide this process loaded: a shared library, or the program itself */
     Dl_info info;
