@@ -23,7 +23,8 @@ static tide_status gated(void * ctx) {
 /* Queues a task writing t's storage on cpu:0 that ends when the gate opens. */
 static void push_gated(tide_tensor * t) {
     atomic_store(&gate, 0);
-    tide_engine_task task = {.fn = gated, .name = "gated", .cost = 1 << 30};
+    int unused = 0;   /* the engine copies ctx: give it one */
+    tide_engine_task task = {.fn = gated, .ctx = &unused, .ctx_size = sizeof unused, .name = "gated", .cost = 1 << 30};
     tide_device cpu0 = {TIDE_DEVICE_CPU, 0};
     CHECK(tide_engine_push(&task, NULL, 0, &t->storage, 1, cpu0) == TIDE_OK);
 }
