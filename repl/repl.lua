@@ -223,9 +223,11 @@ function M.feed(line)
     return
   end
   buffer = nil
-  local r = protected(fn, pack)
+  local r = protected(fn, pack)   -- called by xpcall itself: a traceback says "main chunk"
   if not r[1] then say(r[2]) return end
-  show(r[2])
+  -- printing is armed for Ctrl-C too: a tensor's tostring waits for its value
+  r = protected(show, r[2])
+  if not r[1] then say(r[2]) end
 end
 
 --- Drops a statement being continued (Ctrl-C at a continuation prompt).
@@ -609,9 +611,10 @@ commands.time = function(code)
   if code == "" then say("usage: :time expression or statement") return end
   local fn, err = compile(code, "=stdin")
   if not fn then say(err) return end
-  local r = protected(M.time, fn, pack)
+  local r = protected(function() return M.time(fn, pack) end)
   if not r[1] then say(r[2]) return end
-  show(r[2])
+  r = protected(show, r[2])
+  if not r[1] then say(r[2]) end
 end
 commands.jit = function(rest)
   if rest == "on" then M.interpreted = false

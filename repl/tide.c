@@ -51,6 +51,7 @@ static void message(const char * msg) {
 
 enum { MODE_OFF, MODE_PROMPT, MODE_EVAL };
 static volatile sig_atomic_t sig_mode, presses, prompt_sigint;
+static int                   idle_mode = MODE_OFF;   /* between evaluations: MODE_PROMPT in the REPL */
 
 static void stop_hook(lua_State * L, lua_Debug * ar) {
     (void)ar;
@@ -83,6 +84,7 @@ static void set_mode(int mode) {
         presses = 0;
         tide_set_interrupt(0);
     }
+    if (mode == MODE_OFF) mode = idle_mode;   /* the REPL never dies of a Ctrl-C between lines */
     sig_mode = mode;
     if (mode != MODE_EVAL) lua_sethook(gL, NULL, 0, 0);
     struct sigaction sa;
@@ -310,6 +312,7 @@ static void setup_line_editing(void) {
 static int run_repl(lua_State * L) {
     const tide_lua_paths * p = tide_lua_get_paths();
     is_tty = isatty(STDIN_FILENO);
+    idle_mode = MODE_PROMPT;
     setup_line_editing();
     if (luaL_loadfile(L, p->repl) != 0 || lua_pcall(L, 0, 1, 0) != 0) {
         message(lua_tostring(L, -1));
