@@ -365,11 +365,18 @@ local function doc_above(path, line)
     table.insert(block, 1, lines[i])
     i = i - 1
   end
-  if #block == 0 then
-    -- an assignment of a closure: `name = f(...)` one line up may carry the comment
-    return nil
-  end
+  if #block == 0 then return nil end
   return clean_doc(block)
+end
+
+-- "(a, b, ...)": f's parameters, when Lua knows them.
+local function params(f)
+  local info = debug.getinfo(f, "u")
+  if not info or not info.nparams then return "(...)" end
+  local names = {}
+  for i = 1, info.nparams do names[i] = debug.getlocal(f, i) or ("arg" .. i) end
+  if info.isvararg then names[#names + 1] = "..." end
+  return "(" .. table.concat(names, ", ") .. ")"
 end
 
 -- The comment lines that open a file (its module description).
@@ -419,10 +426,11 @@ local function op_doc(name)
   for _, f in ipairs { "ELEMWISE", "COMMUTE", "INPLACE", "REDUCE", "RANDOM", "NOINPUT", "VARIADIC" } do
     if bit.band(info.flags, B.C["TIDE_OPF_" .. f]) ~= 0 then flags[#flags + 1] = f:lower() end
   end
-  return string.format("op %s of the registry: %s input%s, %d output%s%s\n  params: %s", name,
+  local p = ffi.string(info.params)
+  return string.format("op %s of the registry: %s input%s, %d output%s%s%s", name,
     info.n_in < 0 and "1..8" or tostring(info.n_in), info.n_in == 1 and "" or "s", info.n_out,
     info.n_out == 1 and "" or "s", #flags > 0 and ("; " .. table.concat(flags, ", ")) or "",
-    ffi.string(info.params))
+    p ~= "" and ("\n  params: " .. p) or "")
 end
 
 local function columns(words)
@@ -492,8 +500,9 @@ function M.help_text(x, ...)
   end
   if type(x) == "function" then
     local names = names_of(x)
-    local title = #names > 0 and table.concat(names, ", ") or "a function"
     local info = debug.getinfo(x, "S")
+    local sig = info.what == "C" and "" or params(x)
+    local title = #names > 0 and table.concat(names, sig .. ", ") .. sig or ("a function" .. sig)
     local out = { title }
     if info.what == "C" then
       out[#out + 1] = "a built-in function (LuaJIT's; see the Lua 5.1 manual)"

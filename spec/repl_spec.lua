@@ -124,7 +124,7 @@ describe("repl", function()
 
   it("documents Tide's functions and modules with help()", function()
     local h = R.help_text(tide.zeros)
-    assert.truthy(h:match("^tide%.zeros\n"))
+    assert.truthy(h:match("^tide%.zeros%(%.%.%.%)\n"))
     assert.truthy(h:find('zeros(2, 3), zeros({2, 3}), zeros(2, 3, {dtype = "int64"})', 1, true))
     h = R.help_text(tide.plot.render)
     assert.truthy(h:find("  values: a table of numbers, or a tensor (flattened)", 1, true))
