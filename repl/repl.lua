@@ -146,6 +146,8 @@ local THIS = debug.getinfo(1, "S").short_src
 -- The message and a short traceback, without the REPL's own frames.
 local function on_error(err)
   local msg = type(err) == "string" and err or ("(error object is a " .. type(err) .. " value: " .. tostring(err) .. ")")
+  -- a Ctrl-C that lands in the REPL's own code (printing) is not its fault
+  if msg:sub(1, #THIS + 1) == THIS .. ":" then msg = msg:gsub("^[^:]*:%d+: ", "") end
   local lines = {}
   local tb = debug.traceback("", 2)
   for line in tb:gmatch("[^\n]+") do
@@ -188,10 +190,10 @@ local function compile(text, name)
 end
 M.compile = compile
 
--- Runs fn(...) with Ctrl-C armed; returns ok and the results (or the message).
-local function protected(fn, ...)
+-- Runs chunk(...) with Ctrl-C armed; returns ok and the results (or the message).
+local function protected(chunk, ...)
   sys.protect(true)
-  local r = pack(xpcall(fn, on_error, ...))
+  local r = pack(xpcall(chunk, on_error, ...))
   sys.protect(false)
   return r
 end

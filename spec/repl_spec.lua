@@ -328,6 +328,8 @@ describe("the tide REPL in a terminal (tmux)", function()
     error(string.format("the screen never showed %q%s; it shows:\n%s", pattern,
       after and (" after " .. after) or "", s), 2)
   end
+  -- Waits for an empty prompt below the last line showing `after`.
+  local function wait_prompt(after) return wait_for("\n>\n", nil, after) end
   local function keys(...) sh(tmux .. "send-keys -t repl " .. table.concat({ ... }, " ")) end
   local function type_line(text) keys("-l", q(text)) keys("Enter") end
   -- Ctrl-C until the screen shows `pattern`: a second press covers one that came
@@ -342,7 +344,7 @@ describe("the tide REPL in a terminal (tmux)", function()
   end
   local function start()
     sh(tmux .. "new-session -d -s repl -x 100 -y 50 " .. q("env " .. env .. " " .. TIDE))
-    wait_for("help() for help")
+    wait_for("help() for help, Ctrl-D to leave.\n>")   -- the prompt: typing before it would echo twice
   end
   -- Waits (bounded) until the REPL has exited and the tmux server with it.
   local function gone()
@@ -369,10 +371,12 @@ describe("the tide REPL in a terminal (tmux)", function()
     type_line("  return x * x")
     wait_for(">>   return x * x\n>>")
     type_line("end")
+    wait_for(">> end\n>")   -- each line waits for the prompt, as a person does
     type_line("sq(12)")
     wait_for(">> end\n> sq(12)\n144\n>")
     -- Tab completion: the common part at once, the choices on a second Tab
     type_line("t = tide.ones(2, 3)")
+    wait_for("> t = tide.ones(2, 3)\n>")
     keys("-l", "t:resh")
     keys("Tab")
     wait_for("> t:reshape")
@@ -387,11 +391,13 @@ describe("the tide REPL in a terminal (tmux)", function()
     -- an error, and the session goes on
     type_line("nosuch(1)")
     wait_for("stdin:1: attempt to call global 'nosuch' (a nil value)\nstack traceback:\n")
+    wait_prompt("nosuch(1)")
     -- Ctrl-C during a long loop
     type_line("for i = 1, 1e12 do end")
     wait_for("> for i = 1, 1e12 do end\n")
     os.execute("sleep 0.3")
     interrupt("interrupted\nstack traceback:", "for i = 1, 1e12 do end")
+    wait_prompt("for i = 1, 1e12 do end")
     type_line("2 * 21")
     wait_for("> 2 * 21\n42\n>")
     -- Ctrl-C during a wait on the engine (seconds of matmuls queued on one core)
@@ -399,16 +405,20 @@ describe("the tide REPL in a terminal (tmux)", function()
     wait_for("y:sum():item()\n")
     os.execute("sleep 0.3")
     interrupt("interrupted\nstack traceback:", "y:sum():item()")
+    wait_prompt("y:sum():item()")
     -- and while printing a result waits for it (the matmuls are still queued)
     type_line("y")
     wait_for("> y\n")
     os.execute("sleep 0.3")
     interrupt("interrupted\nstack traceback:", "> y\n")
+    wait_prompt("> y\n")
     type_line("tide.ones(4):sum():item()")
     wait_for("> tide.ones(4):sum():item()\n4\n>")
     -- Ctrl-C at the prompt drops the line
-    keys("-l", "'half typed'")
+    keys("-l", q("'half typed'"))
+    wait_for("> 'half typed'")
     keys("C-c")
+    wait_for("> 'half typed'\n>")
     type_line("'next'")
     wait_for("> 'next'\nnext\n>")
   end)
