@@ -3,12 +3,15 @@
 #   make test   installs what is missing, builds, runs every C test and spec,
 #               then the C tests and specs again under AddressSanitizer + UBSan,
 #               and the C tests under ThreadSanitizer
-# `make` alone builds build/tide, the launcher that runs Lua scripts with Tide.
+# `make` alone builds build/tide, the REPL and script runner (repl/tide.c).
+# `make install` installs libtide, tide.h, the pkg-config files, the Lua module
+# and `tide` under PREFIX (default /usr/local; DESTDIR is honoured).
 BUILD    ?= build
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 BUSTED   := luajit /usr/bin/busted
 
-.PHONY: all deps build demo test test-c test-specs test-asan test-tsan bench sz clean
+.PHONY: all deps build install demo test test-c test-specs test-asan test-tsan bench sz clean
+PREFIX   ?= /usr/local
 
 all: build
 
@@ -20,6 +23,9 @@ $(BUILD)/CMakeCache.txt:
 
 build: deps $(BUILD)/CMakeCache.txt
 	@cmake --build $(BUILD) -j$(JOBS) >$(BUILD)/build.log 2>&1 || { cat $(BUILD)/build.log; exit 1; }
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 demo: build
 	$(BUILD)/tide examples/demo.lua
@@ -52,12 +58,13 @@ test-tsan: deps build-tsan/CMakeCache.txt
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ctest --output-on-failure -j$(JOBS)
 
 bench: build
+	bench/startup_bench.sh $(BUILD)/tide
 	$(BUILD)/tide bench/ops_bench.lua
 	$(BUILD)/tide bench/engine_bench.lua
 	$(BUILD)/tide bench/transcend_bench.lua
 
 sz:
-	@for d in runtime/include runtime/src/core runtime/src/ops runtime/src/engine bindings lua/tide spec; do \
+	@for d in runtime/include runtime/src/core runtime/src/ops runtime/src/engine bindings lua/tide repl spec; do \
 	  printf '%6d %s\n' $$(cat $$(find $$d -type f) | wc -l) $$d; done
 
 clean:

@@ -14,7 +14,17 @@ if REG["tide.bindings"] then return REG["tide.bindings"] end
 
 ffi.cdef(require "bindings.cdef")
 
+-- Which libtide: the one a host already linked in (the tide executable and
+-- libtide_lua say so in the registry; "" when it is part of the program itself,
+-- whose symbols must then be exported), else $TIDE_LIBRARY, else the installed one.
 local function load_library()
+  local linked = REG["tide.library"]
+  if linked == "" then
+    if pcall(function() return ffi.C.tide_version end) then return ffi.C end
+    error("tide: libtide is linked into this program but its symbols are not exported (link with -rdynamic)", 0)
+  elseif linked then
+    return ffi.load(linked)
+  end
   local path = os.getenv("TIDE_LIBRARY")
   if path and path ~= "" then return ffi.load(path) end
   local ok, lib = pcall(ffi.load, "tide")
@@ -182,6 +192,17 @@ function M.free(t)
     free_slots[n_free] = slot
     C.tide_tensor_release(t)
   end
+end
+
+--- The tensors Lua holds now, each once (for the REPL's who() and for debugging).
+-- Run a collection first to leave out those no longer reachable.
+function M.live_tensors()
+  local r = {}
+  for slot = 1, top do
+    local t = registry[slot]
+    if t ~= nil then r[#r + 1] = t end
+  end
+  return r
 end
 
 REG["tide.bindings"] = M

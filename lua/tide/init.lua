@@ -370,6 +370,8 @@ tide.set_grad_enabled, tide.is_grad_enabled = autograd.set_grad_enabled, autogra
 tide.io = require "tide.io"               -- files; checkpoints are tide.save / tide.load
 tide.save, tide.load = tide.io.save, tide.io.load
 tide.data = require "tide.data"           -- TensorDataset, DataLoader
+--- plot(values, opts): a line chart in the terminal (a PNG too with gnuplot); see tide.plot.
+tide.plot = require "tide.plot"
 tide.Tensor = methods   -- the method table, for extension: function tide.Tensor.foo(t) ... end
 tide.optim = require "tide.optim"
 

@@ -26,9 +26,13 @@
  *   after creation; only the contents of its storage do. Ops that read or write
  *   storage contents are asynchronous: they are queued on the engine and the
  *   data is ready after tide_tensor_wait() or tide_sync().
- * - Thread safety: all functions may be called from several threads at once,
- *   except that concurrent writes to the same storage are ordered by the order
- *   in which they reach the engine.
+ * - Thread safety: all functions may be called from several threads at once
+ *   (runtime/tests/test_threads.c runs ops from several host threads, also
+ *   under ThreadSanitizer). Concurrent writes to the same storage are ordered by
+ *   the order in which they reach the engine; a tensor may be shared between
+ *   threads, and its reference count is atomic. Error messages are per thread.
+ * - Embedding: link with `pkg-config --libs tide` (shared or --static); a host
+ *   that owns a LuaJIT lua_State uses tide_lua.h and `pkg-config tide-lua`.
  */
 #ifndef TIDE_H
 #define TIDE_H
@@ -55,7 +59,8 @@ typedef enum tide_status {
     TIDE_E_VALUE    = 5,  /* an argument value outside the op's domain      */
     TIDE_E_OOM      = 6,  /* allocation failed                              */
     TIDE_E_IO       = 7,  /* a file could not be read or written            */
-    TIDE_E_INTERNAL = 8   /* a broken invariant of Tide itself: a bug        */
+    TIDE_E_INTERNAL = 8,  /* a broken invariant of Tide itself: a bug        */
+    TIDE_E_INTERRUPTED = 9 /* a wait or push stopped by tide_set_interrupt  */
 } tide_status;
 
 /* The message of the last failure on this thread ("" if none). Borrowed;
@@ -312,6 +317,14 @@ tide_status tide_sync(void);
  * queued work first. TIDE_SYNC=1 in the environment turns it on at start. */
 void        tide_set_sync(int32_t on);
 int32_t     tide_get_sync(void);
+/* 1: asks the host threads' blocking waits (tide_tensor_wait, tide_tensor_data,
+ * tide_tensor_get, tide_tensor_to_doubles, tide_sync) to stop: the first wait
+ * or op call that sees the request takes it and returns TIDE_E_INTERRUPTED
+ * ("interrupted"; a wait notices within about 50 ms). Queued ops go on running
+ * and the engine stays usable; only the caller stops waiting. 0: withdraws a
+ * request no call has taken yet (a host clears it before starting new work).
+ * Async-signal-safe: meant for a SIGINT handler, as the tide REPL uses it. */
+void        tide_set_interrupt(int32_t on);
 /* The id of the last op this thread pushed that the engine queued rather than
  * ran at once, or 0; clears it. With tide_engine_set_origin the binding records
  * where (a "file:line") such an op was enqueued, for the messages of failures. */

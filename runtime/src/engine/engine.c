@@ -12,6 +12,8 @@
  * with the op's arguments and where it was enqueued. A wait that sees no progress
  * for TIDE_WATCHDOG seconds prints what it waits on; TIDE_TRACE=file.json (or
  * tide_trace_start/stop) records a Chrome trace of what each device ran.
+ * tide_set_interrupt() (async-signal-safe, for a host's SIGINT handler) makes
+ * the next push or blocking wait of a host thread return TIDE_E_INTERRUPTED.
  * How kernels split their own work across cores is the pool's job (pool.c).
  */
 #include "../core/internal.h"
@@ -75,6 +77,9 @@ static int32_t         next_id = 1;
 static _Thread_local int32_t last_deferred;
 static op *            live;                    /* queued ops, newest first */
 static int64_t         progress;                /* ops finished, for the watchdog */
+static atomic_int      interrupt_req;           /* tide_set_interrupt(1), not yet taken */
+
+static tide_status sync_all(bool interruptible);
 
 /* Where deferred ops were enqueued, by id (the binding tells us after the push). */
 enum { N_ORIGINS = 1024 };
@@ -150,7 +155,7 @@ static void trace_add(const tide_engine_task * t, int32_t queue, double t0, doub
 
 tide_status tide_trace_stop(const char * path) {
     atomic_store(&tracing, 0);
-    tide_sync();
+    sync_all(false);
     FILE * f = fopen(path, "w");
     if (!f) return tide_error_set(TIDE_E_IO, "trace: cannot write %s", path);
     pthread_mutex_lock(&trace_lock);
@@ -213,7 +218,7 @@ void tide_set_sync(int32_t on) {
         sync_mode = on != 0;
         return;
     }
-    tide_sync();     /* what is queued finishes before ops start running inline */
+    sync_all(false); /* what is queued finishes before ops start running inline */
     sync_mode = 1;
 }
 int32_t tide_get_sync(void) { return is_sync(); }
@@ -375,13 +380,27 @@ static int32_t queue_of(tide_device dev) {
     return 1 + dev.index % (MAX_QUEUES - 1);
 }
 
+/* -- interrupts ---------------------------------------------------------------------- */
+
+/* A lock-free atomic store: safe in a signal handler. */
+void tide_set_interrupt(int32_t on) { atomic_store(&interrupt_req, on != 0); }
+
+/* Takes a pending interrupt request (true once per request). Engine workers
+ * never take one: an interrupt stops the host's thread, not queued work. */
+static bool take_interrupt(void) {
+    return !on_worker && atomic_load_explicit(&interrupt_req, memory_order_relaxed) &&
+           atomic_exchange(&interrupt_req, 0);
+}
+
 /* -- push ---------------------------------------------------------------------------- */
 
 static void wait_done(int64_t * seen_progress, double * since);
+static tide_status wait_storage(tide_storage * s, bool interruptible);
 
 tide_status tide_engine_push(const tide_engine_task * task,
                              tide_storage * const * reads, int32_t n_reads,
                              tide_storage * const * writes, int32_t n_writes, tide_device dev) {
+    if (take_interrupt()) return tide_error_set(TIDE_E_INTERRUPTED, "%s: interrupted", task->name);
     /* A storage both read and written is a write; repeated storages count once. */
     tide_storage * r[MAX_DEPS], * w[MAX_DEPS];
     int32_t nr = 0, nw = 0;
@@ -443,8 +462,8 @@ tide_status tide_engine_push(const tide_engine_task * task,
     }
     if (sync) {   /* wait for the queued ops it depends on, then run it here */
         pthread_mutex_unlock(&lock);
-        for (int32_t i = 0; i < nr; i++) tide_engine_wait_storage(r[i]);
-        for (int32_t i = 0; i < nw; i++) tide_engine_wait_storage(w[i]);
+        for (int32_t i = 0; i < nr; i++) wait_storage(r[i], false);
+        for (int32_t i = 0; i < nw; i++) wait_storage(w[i], false);
         return execute(task, 0, -1, r, nr, w, nw);
     }
 
@@ -497,7 +516,9 @@ tide_status tide_engine_push(const tide_engine_task * task,
     if ((n_pending > MAX_PENDING_OPS || pending_bytes > MAX_PENDING_BYTES) && !on_worker) {
         int64_t seen = progress;
         double  since = now_us() / 1e6;
-        while (n_pending > MAX_PENDING_OPS / 2 || pending_bytes > MAX_PENDING_BYTES / 2)
+        /* an interrupt ends the wait early; the next push or wait takes it */
+        while ((n_pending > MAX_PENDING_OPS / 2 || pending_bytes > MAX_PENDING_BYTES / 2) &&
+               !atomic_load_explicit(&interrupt_req, memory_order_relaxed))
             wait_done(&seen, &since);
     }
     pthread_mutex_unlock(&lock);
@@ -521,23 +542,22 @@ static void report_stuck(double waited) {
     }
 }
 
-/* Waits on done_cond (under lock), with the watchdog's reports when it is set. */
+/* Waits on done_cond (under lock), with the watchdog's reports when it is set.
+ * Wakes at least every 50 ms so that a wait notices tide_set_interrupt(), which
+ * a signal handler cannot follow with a broadcast. */
 static void wait_done(int64_t * seen_progress, double * since) {
     if (watchdog_s < 0) {
         const char * e = getenv("TIDE_WATCHDOG");
         watchdog_s = e ? atof(e) : 0;
     }
-    if (watchdog_s <= 0) {
-        pthread_cond_wait(&done_cond, &lock);
-        return;
-    }
-    struct timespec ts;   /* wake at least as often as the watchdog's period, and once a second */
+    struct timespec ts;   /* wake at least as often as the watchdog's period */
     clock_gettime(CLOCK_REALTIME, &ts);
-    double  step = watchdog_s < 1 ? watchdog_s : 1;
+    double  step = watchdog_s > 0 && watchdog_s < 0.05 ? watchdog_s : 0.05;
     int64_t ns   = ts.tv_nsec + (int64_t)(step * 1e9);
     ts.tv_sec += ns / 1000000000;
     ts.tv_nsec = ns % 1000000000;
     pthread_cond_timedwait(&done_cond, &lock, &ts);
+    if (watchdog_s <= 0) return;
     double t = now_us() / 1e6;
     if (progress != *seen_progress) {
         *seen_progress = progress;
@@ -548,23 +568,43 @@ static void wait_done(int64_t * seen_progress, double * since) {
     }
 }
 
-tide_status tide_engine_wait_storage(tide_storage * s) {
+/* Waits until nothing is pending on s. An interruptible wait (a host's) returns
+ * TIDE_E_INTERRUPTED when it takes an interrupt request; the engine's own waits
+ * must not stop early, since they order ops. */
+static tide_status wait_storage(tide_storage * s, bool interruptible) {
     pthread_mutex_lock(&lock);
     int64_t seen = progress;
     double  since = now_us() / 1e6;
-    while (s->q_head) wait_done(&seen, &since);
+    while (s->q_head) {
+        if (interruptible && take_interrupt()) {
+            pthread_mutex_unlock(&lock);
+            return tide_error_set(TIDE_E_INTERRUPTED, "interrupted");
+        }
+        wait_done(&seen, &since);
+    }
     pthread_mutex_unlock(&lock);
     return atomic_load(&s->poisoned) ? poison_error(s) : TIDE_OK;
 }
 
-tide_status tide_sync(void) {
+tide_status tide_engine_wait_storage(tide_storage * s) { return wait_storage(s, true); }
+
+/* Waits for every pending op; see wait_storage for `interruptible`. */
+static tide_status sync_all(bool interruptible) {
     pthread_mutex_lock(&lock);
     int64_t seen = progress;
     double  since = now_us() / 1e6;
-    while (n_pending > 0) wait_done(&seen, &since);
+    while (n_pending > 0) {
+        if (interruptible && take_interrupt()) {
+            pthread_mutex_unlock(&lock);
+            return tide_error_set(TIDE_E_INTERRUPTED, "interrupted");
+        }
+        wait_done(&seen, &since);
+    }
     tide_status st = first_error;
     if (st != TIDE_OK) tide_error_set(st, "%s", first_error_msg);
     first_error = TIDE_OK;
     pthread_mutex_unlock(&lock);
     return st;
 }
+
+tide_status tide_sync(void) { return sync_all(true); }
