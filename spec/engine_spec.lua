@@ -140,24 +140,24 @@ describe("engine diagnostics", function()
   end)
 
   it("names the failing op, its inputs and the line that enqueued it", function()
-    local a = tide.ones(700, 700)
+    local a = tide.ones(1500, 1500)
     tide.sync()
-    local y = a:matmul(a)                    -- queued, and milliseconds long: the next op waits for it
-    local bad = tide.tensor({ 1, 900 }, "int64")
+    local y = a:matmul(a)                    -- queued, and tens of milliseconds long: the next op waits for it
+    local bad = tide.tensor({ 1, 1900 }, "int64")
     local line = debug.getinfo(1, "l").currentline + 1
     local z = y:index_select(1, bad)         -- queued too; fails when it runs
     local ok, err = pcall(function() return z:totable() end)
     local wait_line = debug.getinfo(1, "l").currentline - 1
     assert.is_false(ok)
-    assert.matches("index_select: index 900 is out of range for dimension 1 of size 700", err, 1, true)
-    assert.matches("float32 [700,700], int64 [2]", err, 1, true)
+    assert.matches("index_select: index 1900 is out of range for dimension 1 of size 1500", err, 1, true)
+    assert.matches("float32 [1500,1500], int64 [2]", err, 1, true)
     assert.matches("enqueued at spec/engine_spec.lua:" .. line, err, 1, true)
     assert.matches("engine_spec.lua:" .. wait_line .. ":", err, 1, true)
     -- poisoned for good, and what reads it fails too; unrelated work goes on
     assert.has_error(function() return z:sum() end)
     assert.has_error(function() tide.sync() end)
     tide.sync()
-    assert.are.equal(701, (y + 1)[{ 1, 1 }]:item())
+    assert.are.equal(1501, (y + 1)[{ 1, 1 }]:item())
   end)
 
   it("runs everything at once with tide.debug.sync, so errors point at the enqueuing line", function()
