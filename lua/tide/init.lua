@@ -369,5 +369,7 @@ tide.no_grad, tide.enable_grad = autograd.no_grad, autograd.enable_grad
 tide.set_grad_enabled, tide.is_grad_enabled = autograd.set_grad_enabled, autograd.is_grad_enabled
 tide.Tensor = methods   -- the method table, for extension: function tide.Tensor.foo(t) ... end
 
+-- tide.nn is loaded on first use (it requires tide itself)
+setmetatable(tide, { __index = function(t, k) if k == "nn" then t.nn = require "tide.nn"; return t.nn end end })
 REG["tide.module"] = tide
 return tide
