@@ -1,7 +1,8 @@
 -- nn: the Module base (registration, walking, modes, state_dict, to, printing,
 -- user-defined modules), every layer's forward against plain-Lua references,
 -- initialisation statistics, BatchNorm and Dropout in training and evaluation,
--- and a small MLP that learns XOR with a hand-written SGD loop.
+-- attention and the transformer layer (values, masks, gradcheck), and a small
+-- MLP that learns XOR with a hand-written SGD loop.
 local tide = require "tide"
 local H = require "spec.helpers"
 local nn = tide.nn
@@ -565,6 +566,241 @@ describe("nn.init", function()
     local bound = 1 / math.sqrt(36)
     assert.is_true(w:amax():item() <= bound and w:amin():item() >= -bound and w:amax():item() > 0.9 * bound)
     assert.is_true(b:amax():item() <= bound and b:amin():item() >= -bound)
+  end)
+end)
+
+describe("nn.MultiheadAttention", function()
+  -- The attention of batch-first tables q [N][L][E], k, v [N][S][E] in plain
+  -- Lua with the module's parameters; mask(n, i, j) is true where masked.
+  local function mha_ref(m, q, k, v, mask)
+    local e, h = m.embed_dim, m.num_heads
+    local hd = e / h
+    local w, bias = m.in_proj_weight:totable(), m.in_proj_bias:totable()
+    local wo, bo = m.out_proj.weight:totable(), m.out_proj.bias:totable()
+    local function proj(x, off)
+      local r = {}
+      for i = 1, #x do
+        r[i] = {}
+        for o = 1, e do
+          local s = bias[off + o]
+          for j = 1, e do s = s + w[off + o][j] * x[i][j] end
+          r[i][o] = s
+        end
+      end
+      return r
+    end
+    local outs, weights = {}, {}
+    for n = 1, #q do
+      local Q, K, V = proj(q[n], 0), proj(k[n], e), proj(v[n], 2 * e)
+      local ctx, avg = {}, {}
+      for i = 1, #Q do
+        ctx[i], avg[i] = {}, {}
+        for j = 1, #K do avg[i][j] = 0 end
+      end
+      for hh = 0, h - 1 do
+        for i = 1, #Q do
+          local s, mx = {}, -math.huge
+          for j = 1, #K do
+            local d = 0
+            for c = 1, hd do d = d + Q[i][hh * hd + c] * K[j][hh * hd + c] end
+            s[j] = (mask and mask(n, i, j)) and -math.huge or d / math.sqrt(hd)
+            mx = math.max(mx, s[j])
+          end
+          local z = 0
+          for j = 1, #K do s[j] = math.exp(s[j] - mx); z = z + s[j] end
+          for j = 1, #K do s[j] = s[j] / z; avg[i][j] = avg[i][j] + s[j] / h end
+          for c = 1, hd do
+            local acc = 0
+            for j = 1, #K do acc = acc + s[j] * V[j][hh * hd + c] end
+            ctx[i][hh * hd + c] = acc
+          end
+        end
+      end
+      outs[n] = {}
+      for i = 1, #Q do
+        outs[n][i] = {}
+        for o = 1, e do
+          local acc = bo[o]
+          for c = 1, e do acc = acc + wo[o][c] * ctx[i][c] end
+          outs[n][i][o] = acc
+        end
+      end
+      weights[n] = avg
+    end
+    return outs, weights
+  end
+
+  local function model(opts)
+    tide.manual_seed(21)
+    local m = nn.MultiheadAttention(4, 2, opts or { dtype = "float64" })
+    tide.no_grad(function() m.in_proj_bias:copy_(tide.linspace(-0.5, 0.5, 12)) end)  -- not all zero
+    return m
+  end
+
+  it("is initialised as PyTorch's: Xavier in_proj, zero biases", function()
+    tide.manual_seed(22)
+    local m = nn.MultiheadAttention(64, 4)
+    local bound = math.sqrt(6 / (64 + 192))
+    assert.is_true(m.in_proj_weight:amax():item() <= bound and m.in_proj_weight:amax():item() > 0.95 * bound)
+    H.equal(m.in_proj_bias, tide.zeros(192))
+    H.equal(m.out_proj.bias, tide.zeros(64))
+    assert.is_true(m.out_proj.weight:amax():item() <= 1 / 8)
+    assert.are.same({ "in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias" },
+      names(m:named_parameters()))
+  end)
+
+  it("matches the reference in every layout, with averaged weights", function()
+    local m = model()
+    local x, y = rnd { 2, 3, 4 }, rnd { 2, 5, 4 }       -- batch-first [N, L, E], [N, S, E]
+    local ro, rw = mha_ref(m, x:totable(), y:totable(), y:totable())
+    local out, w = m(x:transpose(1, 2), y:transpose(1, 2), y:transpose(1, 2))   -- [L, N, E]
+    assert.are.same({ 3, 2, 4 }, out:shape())
+    H.close(out:transpose(1, 2), ro, 1e-10, 1e-12)
+    H.close(w, rw, 1e-10, 1e-12)
+    local mb = model({ batch_first = true, dtype = "float64" })
+    local outb, wb = mb(x, y, y)
+    H.close(outb, ro, 1e-10, 1e-12)
+    H.close(wb, rw, 1e-10, 1e-12)
+    local outu, wu = mb(x[1], y[1], y[1])               -- unbatched [L, E]
+    H.close(outu, ro[1], 1e-10, 1e-12)
+    H.close(wu, rw[1], 1e-10, 1e-12)
+    local _, per_head = mb(x, y, y, { average_attn_weights = false })
+    assert.are.same({ 2, 2, 3, 5 }, per_head:shape())
+    H.close(per_head:mean(2), rw, 1e-10, 1e-12)
+    local _, none = mb(x, y, y, { need_weights = false })
+    assert.is_nil(none)
+  end)
+
+  it("masks keys with key_padding_mask and attn_mask (true: masked), bool or float", function()
+    local m = model({ batch_first = true, dtype = "float64" })
+    local x = rnd { 2, 3, 4 }
+    local pad = tide.tensor({ { false, false, true }, { false, true, true } })
+    local padt = pad:totable()
+    local ro, rw = mha_ref(m, x:totable(), x:totable(), x:totable(), function(n, _, j) return padt[n][j] end)
+    local out, w = m(x, x, x, { key_padding_mask = pad })
+    H.close(out, ro, 1e-10, 1e-12)
+    H.close(w, rw, 1e-10, 1e-12)
+    local fpad = tide.zeros(2, 3, "float64"):masked_fill(pad, -math.huge)
+    H.close(m(x, x, x, { key_padding_mask = fpad }), ro, 1e-10, 1e-12)
+    local causal = tide.ones(3, 3, "bool"):triu(1)
+    local rc = mha_ref(m, x:totable(), x:totable(), x:totable(), function(_, i, j) return j > i end)
+    H.close(m(x, x, x, { attn_mask = causal }), rc, 1e-10, 1e-12)
+    H.close(m(x, x, x, { is_causal = true }), rc, 1e-10, 1e-12)
+    H.close(m(x, x, x, { attn_mask = causal:unsqueeze(1):expand(4, 3, 3):contiguous() }), rc, 1e-10, 1e-12)
+    assert.has_error(function() m(x, x, x, { attn_mask = tide.ones(2, 3, "bool") }) end,
+      "MultiheadAttention: attn_mask of shape [2,3] must be [L,S] = [3,3] or [N*num_heads,L,S] = [4,3,3]")
+    assert.has_error(function() m(x, x, x, { key_padding_mask = tide.ones(3, 3, "bool") }) end,
+      "MultiheadAttention: key_padding_mask of shape [3,3] must be [N,S] = [2,3]")
+    assert.has_error(function() m(tide.zeros(2, 3, 5, "float64")) end,
+      "MultiheadAttention: query of shape [2,3,5] has 5 features, expected embed_dim = 4")
+    assert.has_error(function() nn.MultiheadAttention(6, 4) end,
+      "MultiheadAttention: embed_dim 6 is not divisible by num_heads 4")
+  end)
+
+  it("takes keys and values of other sizes (kdim, vdim)", function()
+    local m = nn.MultiheadAttention(4, 2, { kdim = 3, vdim = 5, batch_first = true })
+    assert.are.same({ "q_proj_weight", "k_proj_weight", "v_proj_weight", "in_proj_bias", "out_proj.weight",
+      "out_proj.bias" }, names(m:named_parameters()))
+    local out, w = m(tide.randn(2, 3, 4), tide.randn(2, 6, 3), tide.randn(2, 6, 5))
+    assert.are.same({ 2, 3, 4 }, out:shape())
+    assert.are.same({ 2, 3, 6 }, w:shape())
+  end)
+
+  it("drops attention weights only in training", function()
+    local m = nn.MultiheadAttention(4, 2, { dropout = 0.5, batch_first = true })
+    local x = tide.randn(1, 4, 4)
+    m:eval()
+    H.equal(m(x), (m(x)))
+    m:train()
+    tide.manual_seed(5)
+    local a = m(x)
+    tide.manual_seed(5)
+    H.equal(m(x), a)
+    assert.is_false(pcall(H.close, a, (m:eval()(x)), 1e-6))
+  end)
+
+  it("gradchecks with respect to its inputs and parameters", function()
+    local m = model({ batch_first = true, dtype = "float64" })
+    local pad = tide.tensor({ { false, true, false } })
+    local ins = { rnd({ 1, 2, 4 }, -1, 1, true), rnd({ 1, 3, 4 }, -1, 1, true) }
+    for _, p in ipairs(m:parameters()) do ins[#ins + 1] = p end
+    assert.is_true(gradcheck(function(q, kv)
+      local out, w = m(q, kv, kv, { key_padding_mask = pad })
+      return { out, w }
+    end, ins))
+  end)
+end)
+
+describe("nn.TransformerEncoderLayer", function()
+  local function layer(opts)
+    tide.manual_seed(31)
+    opts.dim_feedforward, opts.dtype, opts.batch_first = 6, "float64", true
+    local l = nn.TransformerEncoderLayer(4, 2, opts)
+    tide.no_grad(function()   -- move the norms and biases off their identity start
+      for name, p in l:named_parameters() do
+        if name:find("norm") or name:find("bias") then p:add_(tide.linspace(-0.3, 0.3, p:numel()):view(p:shape())) end
+      end
+    end)
+    return l:eval()
+  end
+
+  it("composes attention, feed-forward, residuals and norms (post-norm and pre-norm)", function()
+    local x = rnd { 2, 3, 4 }
+    local l = layer({ activation = "gelu" })
+    local sa = l.self_attn(x, x, x)
+    local h = l.norm1(x + sa)
+    local ref = l.norm2(h + l.linear2(F.gelu(l.linear1(h))))
+    H.close(l(x), ref, 1e-12)
+    local p = layer({ norm_first = true })
+    local n1 = p.norm1(x)
+    local h2 = x + p.self_attn(n1, n1, n1)
+    H.close(p(x), h2 + p.linear2(F.relu(p.linear1(p.norm2(h2)))), 1e-12)
+    assert.are.same({ "self_attn.in_proj_weight", "self_attn.in_proj_bias", "self_attn.out_proj.weight",
+      "self_attn.out_proj.bias", "linear1.weight", "linear1.bias", "linear2.weight", "linear2.bias",
+      "norm1.weight", "norm1.bias", "norm2.weight", "norm2.bias" }, names(l:named_parameters()))
+  end)
+
+  it("ignores padded keys and keeps the sequence layout", function()
+    local l = layer({})
+    local x = rnd { 1, 3, 4 }
+    local pad = tide.tensor({ { false, false, true } })
+    local a = l(x, { src_key_padding_mask = pad })
+    local x2 = x:clone()
+    x2[{ 1, 3 }] = tide.tensor({ 9, 9, 9, 9 }, "float64")
+    local b = l(x2, { src_key_padding_mask = pad })
+    H.close(a:narrow(2, 1, 2), b:narrow(2, 1, 2), 1e-12)
+    local s = nn.TransformerEncoderLayer(4, 2, { dim_feedforward = 8 })   -- [S, N, E]
+    assert.are.same({ 5, 2, 4 }, s(tide.randn(5, 2, 4)):shape())
+    assert.has_error(function() nn.TransformerEncoderLayer(4, 2, { activation = "swish" }) end,
+      "TransformerEncoderLayer: activation must be 'relu', 'gelu', a function or a module, got 'swish'")
+  end)
+
+  it("applies dropout in training, reproducibly", function()
+    local l = nn.TransformerEncoderLayer(4, 2, { dim_feedforward = 8, dropout = 0.5 })
+    local x = tide.randn(3, 1, 4)
+    tide.manual_seed(6)
+    local a = l(x)
+    tide.manual_seed(6)
+    H.equal(l(x), a)
+    l:eval()
+    assert.is_false(pcall(H.close, a, l(x), 1e-6))
+  end)
+
+  it("runs forward and backward, and gradchecks on small shapes", function()
+    local l = layer({ activation = "gelu" })
+    local x = rnd({ 2, 3, 4 }, -1, 1, true)
+    local pad = tide.tensor({ { false, false, true }, { false, false, false } })
+    l(x, { src_key_padding_mask = pad, is_causal = true }):sum():backward()
+    for name, p in l:named_parameters() do assert.is_not_nil(p.grad, name) end
+    l:zero_grad()
+    local ins = { rnd({ 1, 3, 4 }, -1, 1, true) }
+    for _, p in ipairs(l:parameters()) do ins[#ins + 1] = p end
+    assert.is_true(gradcheck(function(a) return l(a, { src_key_padding_mask = tide.tensor({ { false, false, true } }) })
+    end, ins))
+    local pre = layer({ norm_first = true })
+    local ins2 = { rnd({ 1, 2, 4 }, -1, 1, true) }
+    for _, p in ipairs(pre:parameters()) do ins2[#ins2 + 1] = p end
+    assert.is_true(gradcheck(function(a) return pre(a) end, ins2))
   end)
 end)
 

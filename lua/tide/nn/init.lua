@@ -2,7 +2,8 @@
 -- class deriving from nn.Module (tide.nn.module: parameters, buffers,
 -- state_dict, to, train/eval, printing) whose forward calls tide.nn.functional;
 -- each owns its parameters, initialised as PyTorch initialises them
--- (tide.nn.init). Convolutions and pooling come separately, with kernels.
+-- (tide.nn.init). Attention and the transformer layer are in
+-- tide.nn.transformer. Convolutions and pooling come separately, with kernels.
 --
 --     local nn = require "tide.nn"   -- or tide.nn
 --     local model = nn.Sequential(nn.Linear(2, 8), nn.Tanh(), nn.Linear(8, 1))
@@ -494,6 +495,10 @@ for _, name in ipairs { "CrossEntropyLoss", "NLLLoss", "MSELoss", "BCEWithLogits
     return self.reduction == "mean" and "" or "reduction='" .. self.reduction .. "'"
   end
 end
+
+-- -- attention and transformers --------------------------------------------------------------
+
+require("tide.nn.transformer")(nn)
 
 REG["tide.nn"] = nn
 return nn
