@@ -500,8 +500,10 @@ describe("nn.functional", function()
       local t = tide.tensor({ 0, 1, 0.25 }, "float64")
       F.binary_cross_entropy_with_logits(x, t, "sum"):backward()
       H.close(x.grad, { 0.5, -0.5, sigmoid(1.5) - 0.25 }, 1e-12)
-      assert.is_true(gradcheck(function(a, b, pw) return F.binary_cross_entropy_with_logits(a, b, { pos_weight = pw })
-      end, { rnd { 2, 3 }, rnd({ 2, 3 }, 0, 1), rnd({ 3 }, 0.5, 2) }))
+      assert.is_true(gradcheck(function(a, b, pw, w)
+        return { F.binary_cross_entropy_with_logits(a, b, { pos_weight = pw }),
+                 F.binary_cross_entropy_with_logits(a, b, { weight = w, reduction = "none" }) }
+      end, { rnd { 2, 3 }, rnd({ 2, 3 }, 0, 1), rnd({ 3 }, 0.5, 2), rnd({ 2, 1 }, 0.5, 2) }))
     end)
     it("checks shapes", function()
       assert.has_error(function() F.binary_cross_entropy_with_logits(tide.zeros(3), tide.zeros(2)) end,
@@ -559,10 +561,11 @@ describe("nn.functional", function()
     end)
     it("has gradients for query, key and value", function()
       local mask = tide.tensor({ { true, false, true }, { true, true, false } })
-      assert.is_true(gradcheck(function(a, b, c)
+      assert.is_true(gradcheck(function(a, b, c, m)
         return { F.scaled_dot_product_attention(a, b, c, { attn_mask = mask }),
-                 F.scaled_dot_product_attention(a, b, c, { is_causal = true }) }
-      end, { rnd { 2, 2, 3 }, rnd { 2, 3, 3 }, rnd { 2, 3, 2 } }))
+                 F.scaled_dot_product_attention(a, b, c, { is_causal = true }),
+                 F.scaled_dot_product_attention(a, b, c, { attn_mask = m, scale = 0.7 }) }
+      end, { rnd { 2, 2, 3 }, rnd { 2, 3, 3 }, rnd { 2, 3, 2 }, rnd { 2, 3 } }))
     end)
     it("checks shapes and options", function()
       assert.has_error(function() F.scaled_dot_product_attention(tide.zeros(3, 4), tide.zeros(5, 3), tide.zeros(5, 2)) end,

@@ -96,6 +96,15 @@ describe("nn.Module", function()
       assert.are.same({ "0.bias", "0.weight", "1.bias", "1.weight" }, sorted_keys(seq:state_dict()))
       seq(tide.randn(2, 3)):sum():backward()
       assert.is_not_nil(a.weight.grad)
+      local shared = nn.Sequential(a, a)          -- a shared child: walked once, saved under both names
+      assert.are.equal(2, #shared:parameters())
+      assert.are.equal(1, #shared:children())
+      assert.are.same({ "0.weight", "0.bias", "1.weight", "1.bias" }, shared:state_dict_keys())
+      shared:load_state_dict(shared:state_dict())
+      local p, q = nn.Module(), nn.Module()
+      p.q = q
+      q.p = p
+      assert.has_error(function() p:state_dict() end, "state_dict: the module tree has a cycle at 'q.p'")
     end)
     it("nn.Parameter makes a leaf that shares memory and leaves its argument alone", function()
       local t = tide.zeros(3)
@@ -422,6 +431,7 @@ describe("nn layers", function()
       bn(tide.tensor({ { 5 }, { 9 } }, "float64"))
       H.close(bn.running_mean, { (2 + 7) / 2 }, 1e-12)
       H.close(bn.running_var, { (2 + 8) / 2 }, 1e-12)   -- unbiased variances 2 and 8
+      assert.are.equal("BatchNorm1d(1, eps=1e-05, momentum=false, affine=true, track_running_stats=true)", tostring(bn))
     end)
     it("without running statistics uses the batch's in evaluation too; affine = false has no parameters", function()
       local bn = nn.BatchNorm1d(2, { track_running_stats = false, affine = false })

@@ -323,7 +323,8 @@ function BatchNorm:forward(x)
 end
 function BatchNorm:extra_repr()
   return string.format("%d, eps=%g, momentum=%s, affine=%s, track_running_stats=%s", self.num_features, self.eps,
-    tostring(self.momentum), tostring(self.affine), tostring(self.track_running_stats))
+    self.momentum == nil and "false" or tostring(self.momentum), tostring(self.affine),
+    tostring(self.track_running_stats))
 end
 
 --- nn.BatchNorm1d(num_features, opts): batch normalisation of [N, C] or

@@ -413,15 +413,19 @@ end
 -- -- state -------------------------------------------------------------------------------
 
 -- {name, tensor} of everything state_dict() holds, in order, without
--- deduplication (a tied weight is saved under each of its names, as PyTorch does).
-local function state_pairs(self, prefix, out, seen)
-  if seen[self] then return out end
-  seen[self] = true
+-- deduplication: a tied weight or a shared child is saved under each of its
+-- names, as PyTorch does. `path` holds the modules being walked, to refuse cycles.
+local function state_pairs(self, prefix, out, path)
+  if path[self] then
+    fail(string.format("state_dict: the module tree has a cycle at '%s'", prefix:sub(1, -2)))
+  end
+  path[self] = true
   for _, name in ipairs(self._param_order) do out[#out + 1] = { prefix .. name, self._parameters[name] } end
   for _, name in ipairs(self._buffer_order) do
     if not self._non_persistent[name] then out[#out + 1] = { prefix .. name, self._buffers[name] } end
   end
-  for _, e in ipairs(child_pairs(self)) do state_pairs(e[2], prefix .. e[1] .. ".", out, seen) end
+  for _, e in ipairs(child_pairs(self)) do state_pairs(e[2], prefix .. e[1] .. ".", out, path) end
+  path[self] = nil
   return out
 end
 
