@@ -92,7 +92,10 @@ function Sequential:forward(x)
   for i = 1, #self do x = self[i](x) end
   return x
 end
---- seq:add(m) (also seq:append(m)): appends module m; returns seq.
+--- seq:add(m) (also seq:append(m)): appends module m.
+-- @param m a module
+-- @return seq
+-- @usage seq:add(nn.ReLU())
 function Sequential:add(m)
   self[#self + 1] = m
   return self
@@ -108,12 +111,18 @@ ModuleList._is_list = true
 function ModuleList:init(list)
   if list ~= nil then self:extend(list) end
 end
---- list:append(m): appends module m; returns the list.
+--- list:append(m): appends module m.
+-- @param m a module
+-- @return the list
+-- @usage self.blocks:append(nn.Linear(8, 8))
 function ModuleList:append(m)
   self[#self + 1] = m
   return self
 end
---- list:extend({m1, m2}): appends each module; returns the list.
+--- list:extend({m1, m2}): appends each module (of a table or another module list).
+-- @param list a table of modules or a ModuleList
+-- @return the list
+-- @usage layers:extend({ nn.Linear(4, 4), nn.ReLU() })
 function ModuleList:extend(list)
   local items = list
   if is_module(list) then
@@ -163,6 +172,7 @@ function Linear:init(in_features, out_features, opts)
   self:reset_parameters()
 end
 --- Draws the weight and bias again, as at creation.
+-- @usage fc:reset_parameters()
 function Linear:reset_parameters() init.reset_linear_(self.weight, self.bias) end
 function Linear:forward(x) return F.linear(x, self.weight, self.bias) end
 function Linear:extra_repr()
@@ -200,6 +210,7 @@ function Embedding:init(num_embeddings, embedding_dim, opts)
   end
 end
 --- Draws the weight again from N(0, 1) and zeroes the padding row.
+-- @usage emb:reset_parameters()
 function Embedding:reset_parameters()
   init.normal_(self.weight)
   if self.padding_idx then no_grad(function() self.weight:select(1, self.padding_idx):zero_() end) end
@@ -252,6 +263,7 @@ function LayerNorm:init(normalized_shape, opts)
   self:reset_parameters()
 end
 --- Sets the weight to ones and the bias to zeros.
+-- @usage norm:reset_parameters()
 function LayerNorm:reset_parameters()
   if self.weight then init.ones_(self.weight) end
   if self.bias then init.zeros_(self.bias) end
@@ -291,6 +303,7 @@ function BatchNorm:init(num_features, opts)
   self:reset_parameters()
 end
 --- Resets the running statistics (mean 0, variance 1, no batches seen).
+-- @usage bn:reset_running_stats()
 function BatchNorm:reset_running_stats()
   if self.track_running_stats then
     no_grad(function()
@@ -301,6 +314,7 @@ function BatchNorm:reset_running_stats()
   end
 end
 --- Resets the running statistics, the weight to ones and the bias to zeros.
+-- @usage bn:reset_parameters()
 function BatchNorm:reset_parameters()
   self:reset_running_stats()
   if self.affine then

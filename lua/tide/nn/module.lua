@@ -36,7 +36,6 @@ local Module = {}
 -- parameters shared between modules (two cdata may refer to the same tensor).
 local tensor_ptr = ffi.typeof("struct tide_tensor *")
 local function addr(t) return tonumber(ffi.cast("intptr_t", ffi.cast(tensor_ptr, t))) end
-Module._addr = addr
 
 local function shape_str(t) return "[" .. table.concat(t:shape(), ",") .. "]" end
 
@@ -189,15 +188,19 @@ function Module:extend(name)
 end
 
 --- The constructor, called by Class(...). The base one does nothing.
+-- @usage function Net:init(n) self.fc = nn.Linear(n, n) end
 function Module:init() end
 
---- The computation of the module; every class defines its own.
+--- The computation of the module; every class defines its own. m(...) calls it.
+-- @usage function Net:forward(x) return self.fc(x):relu() end
 function Module:forward()
   fail(string.format("%s: forward is not defined; define %s:forward(...)", self:class_name(), self:class_name()))
 end
 
 --- The name of the module's class ("Linear").
-function Module:class_name() return getmetatable(self) and self.__name end
+-- @return a string
+-- @usage if m:class_name() == "Linear" then ... end
+function Module:class_name() return self.__name end
 
 -- -- registration ----------------------------------------------------------------------
 
@@ -298,6 +301,8 @@ function Module:named_children()
 end
 
 --- The direct children, as a list, each once.
+-- @return a list of modules
+-- @usage for _, c in ipairs(model:children()) do print(c) end
 function Module:children()
   local r = {}
   for _, c in self:named_children() do r[#r + 1] = c end
@@ -320,7 +325,9 @@ end
 -- @usage for name, m in model:named_modules() do print(name, m:class_name()) end
 function Module:named_modules() return iter(module_pairs(self, "", {}, {})) end
 
---- This module and all its descendants, as a list (pre-order).
+--- This module and all its descendants, as a list (pre-order), each once.
+-- @return a list of modules
+-- @usage for _, m in ipairs(model:modules()) do m.eps = 1e-3 end
 function Module:modules()
   local r = {}
   for _, e in ipairs(module_pairs(self, "", {}, {})) do r[#r + 1] = e[2] end
@@ -364,9 +371,14 @@ function Module:parameters(recurse)
 end
 
 --- An iterator over (name, buffer), as named_parameters.
+-- @param recurse false for this module's own buffers only (default true)
+-- @usage for name, b in bn:named_buffers() do print(name, b) end
 function Module:named_buffers(recurse) return iter(tensor_pairs(self, "_buffers", recurse)) end
 
 --- The buffers as a list, in registration order, each once.
+-- @param recurse false for this module's own buffers only (default true)
+-- @return a list of tensors
+-- @usage local stats = bn:buffers()
 function Module:buffers(recurse)
   local r = {}
   for _, e in ipairs(tensor_pairs(self, "_buffers", recurse)) do r[#r + 1] = e[2] end
@@ -398,11 +410,13 @@ end
 
 --- Evaluation mode: train(false).
 -- @return self
+-- @usage model:eval(); local y = model(x)
 function Module:eval() return self:train(false) end
 
 --- Clears the gradient of every parameter (sets it to nil, as PyTorch's
 -- zero_grad(set_to_none=True)).
 -- @return self
+-- @usage model:zero_grad(); loss:backward()
 function Module:zero_grad()
   for _, p in ipairs(self:parameters()) do
     if p.grad ~= nil then p.grad = nil end
@@ -442,6 +456,7 @@ end
 
 --- The names state_dict() uses, in order.
 -- @return a list of strings
+-- @usage for _, k in ipairs(model:state_dict_keys()) do print(k) end
 function Module:state_dict_keys()
   local r = {}
   for _, e in ipairs(state_pairs(self, "", {}, {})) do r[#r + 1] = e[1] end
@@ -562,9 +577,11 @@ end
 
 --- to("float64").
 -- @return self
+-- @usage model:double()
 function Module:double() return self:to("float64") end
 --- to("float32").
 -- @return self
+-- @usage model:float()
 function Module:float() return self:to("float32") end
 
 -- -- printing -------------------------------------------------------------------------------
@@ -572,10 +589,12 @@ function Module:float() return self:to("float32") end
 --- The text printed between the parentheses after the class name
 -- ("in_features=2, out_features=8, bias=true"); classes override it.
 -- @return a string
+-- @usage function Net:extra_repr() return "n=" .. self.n end
 function Module:extra_repr() return "" end
 
 --- The module tree as text, as PyTorch prints it (tostring(m) gives the same).
 -- @return a string
+-- @usage print(model)
 function Module:repr()
   local extra = self:extra_repr()
   local kids = child_pairs(self)

@@ -58,6 +58,7 @@ return function(nn)
   end
 
   --- Xavier-uniform input projections, zero biases (out_proj.weight keeps Linear's draw).
+  -- @usage mha:reset_parameters()
   function MHA:reset_parameters()
     if self.in_proj_weight then
       init.xavier_uniform_(self.in_proj_weight)
@@ -96,6 +97,7 @@ return function(nn)
   -- @return the output (query's layout, E features) and the attention weights
   -- [N, L, S] averaged over heads ([N, H, L, S] with average_attn_weights =
   -- false; nil with need_weights = false)
+  -- @usage local out, w = mha(q, k, v, { attn_mask = tide.ones(3, 3, "bool"):triu(1) })
   function MHA:forward(query, key, value, opts)
     opts = opts or {}
     if type(opts) ~= "table" then fail("MultiheadAttention: options must be a table, got " .. type(opts)) end
@@ -247,6 +249,7 @@ return function(nn)
   --- layer(src, opts): src [S, N, E] ([N, S, E] with batch_first, [S, E] unbatched).
   -- @param opts {src_mask, src_key_padding_mask, is_causal = false} (masks as MultiheadAttention's)
   -- @return a tensor of src's shape
+  -- @usage local y = layer(x, { src_key_padding_mask = pad })
   function TEL:forward(src, opts)
     opts = opts or {}
     if type(opts) ~= "table" then fail("TransformerEncoderLayer: options must be a table, got " .. type(opts)) end
