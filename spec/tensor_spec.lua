@@ -59,6 +59,18 @@ describe("tensor creation", function()
     H.equal(tide.full_like(t, 3), { { 3, 3 } })
   end)
 
+  it("makes *_like tensors on the tensor's device", function()
+    local t = tide.ones(2, 3, { device = "cpu:1", dtype = "float64" })
+    for _, name in ipairs { "zeros", "ones", "empty", "rand", "randn" } do
+      local z = tide[name .. "_like"](t)
+      assert.are.equal("cpu:1", z:device(), name)
+      assert.are.equal("float64", z:dtype(), name)
+    end
+    assert.are.equal("cpu:1", tide.full_like(t, 7):device())
+    assert.are.equal("cpu:0", tide.zeros_like(t, { device = "cpu:0" }):device())
+    assert.is_true(tide.zeros_like(t, { requires_grad = true }).requires_grad)
+  end)
+
   it("rejects bad creation arguments", function()
     assert.has_error(function() tide.zeros(-1) end, "full: size -1 of dimension 1 is negative")
     assert.has_error(function() tide.zeros(2, "float128") end, "zeros: unknown dtype float128")

@@ -139,21 +139,23 @@ function tide.full(sizes, value, opts)
   return full_op("full", sizes, d, value, 0, o)
 end
 
+-- zeros_like(t, dtype_or_opts) & co: t's shape, dtype and device unless the options say otherwise.
 local function like(name, f)
   tide[name .. "_like"] = function(t, a, b)
     if not is_tensor(t) then fail(name .. "_like: argument 1 must be a tensor") end
     local opts = type(b) == "table" and b or type(a) == "table" and a or {}
     local dtype = (type(b) == "string" and b) or (type(a) == "string" and name ~= "full" and a) or opts.dtype
       or methods.dtype(t)
-    return f(methods.shape(t), dtype, a)
+    local o = { dtype = dtype, device = opts.device or methods.device(t), requires_grad = opts.requires_grad }
+    return f(methods.shape(t), o, a)
   end
 end
-like("zeros", function(s, d) return tide.zeros(s, { dtype = d }) end)
-like("ones", function(s, d) return tide.ones(s, { dtype = d }) end)
-like("empty", function(s, d) return tide.empty(s, { dtype = d }) end)
-like("full", function(s, d, v) return tide.full(s, v, { dtype = d }) end)
-like("rand", function(s, d) return tide.rand(s, { dtype = d }) end)
-like("randn", function(s, d) return tide.randn(s, { dtype = d }) end)
+like("zeros", function(s, o) return tide.zeros(s, o) end)
+like("ones", function(s, o) return tide.ones(s, o) end)
+like("empty", function(s, o) return tide.empty(s, o) end)
+like("full", function(s, o, v) return tide.full(s, v, o) end)
+like("rand", function(s, o) return tide.rand(s, o) end)
+like("randn", function(s, o) return tide.randn(s, o) end)
 functions.full_like = tide.full_like
 
 --- arange(end), arange(start, end), arange(start, end, step): start .. end-1, like PyTorch.
