@@ -569,12 +569,25 @@ describe("max_pool2d", function()
 
   it("breaks ties to the first tap, propagates NaN, and indexes all -inf windows at their first tap", function()
     local nan, inf = 0 / 0, math.huge
-    local x = tide.tensor({ { { { 2, 2, 1, nan }, { 1, 2, nan, 5 }, { -inf, -inf, 3, 3 }, { -inf, -inf, 3, 3 } } } }, "float64")
-    local y, idx = nn.max_pool2d(x, 2, { return_indices = true })
-    local yt = flat(y)
-    assert.are.same({ 2, -inf, 3 }, { yt[1], yt[3], yt[4] })
-    assert.is_true(yt[2] ~= yt[2])
-    H.equal(idx, { { { { 1, 7 }, { 9, 11 } } } })   -- the last NaN wins, as in PyTorch
+    for _, dtype in ipairs { "float64", "float32" } do
+      local x = tide.tensor({ { { { 2, 2, 1, nan }, { 1, 2, nan, 5 }, { -inf, -inf, 3, 3 }, { -inf, -inf, 3, 3 } } } }, dtype)
+      -- contiguous rows take the vectorised 2x2 kernel, transposed ones the general one
+      for _, xl in ipairs { x, x:transpose(3, 4):clone():transpose(3, 4) } do
+        local y, idx = nn.max_pool2d(xl, 2, { return_indices = true })
+        local yt = flat(y)
+        assert.are.same({ 2, -inf, 3 }, { yt[1], yt[3], yt[4] })
+        assert.is_true(yt[2] ~= yt[2])
+        H.equal(idx, { { { { 1, 7 }, { 9, 11 } } } })   -- the last NaN wins, as in PyTorch
+      end
+      -- -0 and 0 are equal: the first one stays, sign included
+      local z = tide.tensor({ { { { -0.0, 0, 0, -0.0 }, { 0, 0, 0, 0 } } } }, dtype)
+      for _, zl in ipairs { z, z:transpose(3, 4):clone():transpose(3, 4) } do
+        local y, idx = nn.max_pool2d(zl, 2, { return_indices = true })
+        local yt = flat(y)
+        assert.are.same({ -inf, inf }, { 1 / yt[1], 1 / yt[2] })
+        H.equal(idx, { { { { 1, 3 } } } })
+      end
+    end
   end)
 
   it("gives -inf and index 0 to a window that covers no input element", function()

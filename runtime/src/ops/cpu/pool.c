@@ -213,6 +213,7 @@ typedef struct {
     int64_t      divisor;               /* avg_pool2d: divisor_override, or 0 */
     const void * div;                   /* avg kernels: each output's divisor, [oh, ow] in the compute dtype */
     bool         include_pad, one_based;
+    bool         full2x2;               /* max_pool2d: 2x2 windows, no dilation, all inside the input, 2 apart in w */
     atomic_int   bad;                   /* max_pool2d_backward: an index out of range was met */
     atomic_llong bad_value;
 } pjob;
@@ -232,6 +233,38 @@ static int64_t plane_grain(int64_t work_per_plane) {
     (void)c_, (void)w_, (void)oh_, (void)ow_, (void)ylo, (void)ycnt, (void)xlo, (void)xcnt;             \
     (void)xs0, (void)xs1, (void)xs2, (void)xs3
 
+/* One row of 2x2 windows 2 apart starting at column x0 of rows r0 and r1:
+ * the first largest tap in PyTorch's order (a b / c d). The comparisons are
+ * made on integer keys that order like the floats (-0 equal to +0): GCC does
+ * not turn float comparisons into the selects that let the loop vectorise,
+ * as they could raise FE_INVALID (the floats are read as integers: the build
+ * has -fno-strict-aliasing). Returns false, having written garbage, if a NaN
+ * was met: the caller then redoes the plane with the general loop. */
+#define MAX_ROW2X2(T, I, ABS, INF)                                                                      \
+    static inline I key_##T(I bits) { return bits < 0 ? -(bits & ABS) : bits; }                        \
+    static TIDE_SIMD_CLONES bool max_row2x2_##T(const T * restrict r0, const T * restrict r1, int64_t x0, \
+                                                int64_t ow, T * restrict y, int64_t * restrict idx,     \
+                                                int64_t at, int64_t w) {                                \
+        const I * restrict i0 = (const I *)r0, * restrict i1 = (const I *)r1;                          \
+        I nan = 0;                                                                                      \
+        for (int64_t ox = 0; ox < ow; ox++) {                                                           \
+            const int64_t c0 = x0 + 2 * ox;                                                             \
+            const I a = i0[c0], b = i0[c0 + 1], c = i1[c0], d = i1[c0 + 1];                            \
+            const I ka = key_##T(a), kb = key_##T(b), kc = key_##T(c), kd = key_##T(d);                 \
+            I best = a, kbest = ka;                                                                     \
+            int64_t k = 0;                                                                              \
+            k = kb > kbest ? 1 : k, best = kb > kbest ? b : best, kbest = kb > kbest ? kb : kbest;      \
+            k = kc > kbest ? w : k, best = kc > kbest ? c : best, kbest = kc > kbest ? kc : kbest;      \
+            k = kd > kbest ? w + 1 : k, best = kd > kbest ? d : best;                                   \
+            nan |= ((a & ABS) > INF) | ((b & ABS) > INF) | ((c & ABS) > INF) | ((d & ABS) > INF);       \
+            ((I *)y)[ox] = best;                                                                        \
+            idx[ox] = at + c0 + k;                                                                      \
+        }                                                                                               \
+        return !nan;                                                                                    \
+    }
+MAX_ROW2X2(float, int32_t, INT32_C(0x7fffffff), INT32_C(0x7f800000))
+MAX_ROW2X2(double, int64_t, INT64_C(0x7fffffffffffffff), INT64_C(0x7ff0000000000000))
+
 #define POOL_KERNELS(T)                                                                                  \
     static void max_fwd_##T(void * ctx, int64_t begin, int64_t end) {                                   \
         const pjob * j = ctx;                                                                           \
@@ -244,6 +277,16 @@ static int64_t plane_grain(int64_t work_per_plane) {
             const T * xp = (const T *)j->x + n * xs0 + ch * xs1;                                        \
             T * yp = (T *)j->y + n * ys0 + ch * ys1;                                                    \
             int64_t * ip = (int64_t *)j->iy + n * is0 + ch * is1;                                       \
+            /* the CNN case, 2x2 windows 2 apart inside the input: a vector loop per row */            \
+            bool fast = j->full2x2 && xs3 == 1 && ys3 == 1 && is3 == 1;                                 \
+            for (int64_t oy = 0; fast && oy < oh_; oy++) {                                              \
+                const int64_t y0 = ylo[oy];                                                             \
+                if (max_row2x2_##T(xp + y0 * xs2, xp + (y0 + 1) * xs2, xlo[0], ow_, yp + oy * ys2,      \
+                                   ip + oy * is2, y0 * w_ + base, w_))                                  \
+                    continue;                                                                           \
+                fast = false;   /* a NaN: this plane goes the general way, which knows PyTorch's rule */\
+            }                                                                                           \
+            if (fast) continue;                                                                         \
             for (int64_t oy = 0; oy < oh_; oy++) {                                                      \
                 const int64_t y0 = ylo[oy], ny = ycnt[oy];                                              \
                 for (int64_t ox = 0; ox < ow_; ox++) {                                                  \
@@ -251,8 +294,8 @@ static int64_t plane_grain(int64_t work_per_plane) {
                     T best = -(T)INFINITY;                                                              \
                     /* PyTorch's: the first tap when all are -inf; -1 when the window is empty */      \
                     int64_t bi = ny > 0 && nx > 0 ? y0 * w_ + x0 : -1, nan_at = -1;                     \
-                    /* selects, not branches (the larger tap is random); a NaN wins, the last one       \
-                     * (PyTorch's rule), and is looked for on the side to keep the selects simple */   \
+                    /* a NaN wins, the last one (PyTorch's rule): tracked on the side so that the      \
+                     * comparisons stay simple enough to become selects */                             \
                     for (int64_t ty = 0; ty < ny; ty++) {                                               \
                         const int64_t iy = y0 + ty * dh;                                                \
                         const T * row = xp + iy * xs2;                                                  \
@@ -445,6 +488,9 @@ tide_status tide_cpu_max_pool2d(const tide_opcall * c) {
     TIDE_CHECK(axes_alloc(&j.ay, &j.ax, g.oh, g.ow, &mem, &cap, "max_pool2d"));
     axis_pool(&j.ay, g.oh, xs[2], g.kh, g.sh, g.ph, g.dh);
     axis_pool(&j.ax, g.ow, xs[3], g.kw, g.sw, g.pw, g.dw);
+    j.full2x2 = g.kh == 2 && g.kw == 2 && g.dh == 1 && g.dw == 1 && g.sw == 2;
+    for (int64_t i = 0; i < g.oh; i++) j.full2x2 = j.full2x2 && j.ay.cnt[i] == 2;
+    for (int64_t i = 0; i < g.ow; i++) j.full2x2 = j.full2x2 && j.ax.cnt[i] == 2;
     tide_status st = run_forward(c, &j, PICK(c->compute_dtype, max_fwd), g.kh * g.kw);
     tide_host_free(mem, cap);
     return st;
