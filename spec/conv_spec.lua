@@ -748,6 +748,39 @@ describe("avg_pool2d", function()
     close(nn.avg_pool2d_backward(gy, xs, 3, opts), ref_avg_pool_grad(gyv, g, opts), xs, 1e-12, 1e-12)
   end)
 
+  it("writes into given non-contiguous tensors, and computes float16 in float32", function()
+    local xs, opts = { 2, 3, 6, 7 }, { stride = 2, padding = 1, ceil_mode = true }
+    local g = pool_geom(xs, 3, opts)
+    local xv = values(xs)
+    local ys = { g.n, g.c, g.oh, g.ow }
+    local gyv = values(ys)
+    local yv, gxv = ref_avg_pool(xv, g, opts), ref_avg_pool_grad(gyv, g, opts)
+    -- the C API's `out`: the forward writes through its strides, the backward through a buffer
+    local out = tide.zeros({ ys[1], ys[3], ys[4], ys[2] }, "float64"):permute(1, 4, 2, 3)
+    local gout = tide.zeros({ xs[1], xs[2], xs[4], xs[3] }, "float64"):transpose(3, 4)
+    local x, gy = tensor(xv, xs), tensor(gyv, ys)
+    local p = T.new_params()
+    for i, v in ipairs { 3, 3, 2, 2, 1, 1, 1, 1, 0 } do p.ints[i - 1] = v end
+    p.n_ints = 9
+    T.ins_set(0, x)
+    T.run(T.op_ids.avg_pool2d, 1, p, out)
+    close(out, yv, ys, 1e-12, 1e-12)
+    for i, v in ipairs(xs) do p.ints[8 + i] = v end
+    p.n_ints = 13
+    T.ins_set(0, gy)
+    T.run(T.op_ids.avg_pool2d_backward, 1, p, gout)
+    close(gout, gxv, xs, 1e-12, 1e-12)
+    -- float16 in and out
+    local y16 = nn.avg_pool2d(x:to("float16"), 3, opts)
+    assert.are.equal("float16", y16:dtype())
+    close(y16, ref_avg_pool(flat(x:to("float16")), g, opts), ys, 2e-3, 2e-3)
+    local m16, i16 = nn.max_pool2d(x:to("float16"), 3, { stride = 2, padding = 1, ceil_mode = true, return_indices = true })
+    local mv, iv = ref_max_pool(flat(x:to("float16")), g)
+    close(m16, mv, ys, 0, 0)
+    close(i16, iv, ys, 0, 0)
+    close(nn.max_pool2d_backward(gy:to("float16"), i16, xs), ref_max_pool_grad(flat(gy:to("float16")), iv, g), xs, 2e-3, 2e-3)
+  end)
+
   it("handles an empty batch", function()
     assert.are.same({ 0, 2, 2, 2 }, nn.avg_pool2d(tide.zeros(0, 2, 4, 4), 2):shape())
     assert.are.same({ 0, 2, 4, 4 }, nn.avg_pool2d_backward(tide.zeros(0, 2, 2, 2), { 0, 2, 4, 4 }, 2):shape())
