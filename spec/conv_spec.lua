@@ -686,6 +686,9 @@ describe("max_pool2d", function()
       "max_pool2d_backward: index 17 is out of range for an input plane of 4x4")
     e(sync(function() return nn.max_pool2d_backward(gy, tide.tensor({ { { { 1, -1 }, { 3, 4 } } } }, "int64"), x) end),
       "max_pool2d_backward: index -1 is out of range for an input plane of 4x4")
+    local bad = tide.tensor({ { { { 1, 2 }, { 3, 99 } } } }, "int64"):transpose(3, 4):clone():transpose(3, 4)
+    e(sync(function() return nn.max_pool2d_backward(gy, bad, x) end),   -- strided indices: the general loop
+      "max_pool2d_backward: index 99 is out of range for an input plane of 4x4")
   end)
 end)
 

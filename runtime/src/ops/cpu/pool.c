@@ -326,12 +326,26 @@ MAX_ROW2X2(double, int64_t, INT64_C(0x7fffffffffffffff), INT64_C(0x7ff0000000000
         const int64_t is0 = j->is[0], is1 = j->is[1], is2 = j->is[2], is3 = j->is[3];                   \
         int64_t bad = 0;                                                                                \
         bool any_bad = false;                                                                           \
+        const bool linear = (xs3 == 1 || ow_ == 1) && (xs2 == ow_ || oh_ == 1) &&                       \
+                            (is3 == 1 || ow_ == 1) && (is2 == ow_ || oh_ == 1);                         \
         for (int64_t q = begin; q < end; q++) {                                                         \
             int64_t n = q / c_, ch = q % c_;                                                            \
             const T * gp = (const T *)j->x + n * xs0 + ch * xs1;                                        \
             const int64_t * ip = (const int64_t *)j->ix + n * is0 + ch * is1;                           \
             T * gx = (T *)j->y + q * plane;                                                             \
             memset(gx, 0, (size_t)plane * sizeof(T));                                                   \
+            if (linear) {   /* contiguous planes of grad_output and indices: one flat loop */           \
+                for (int64_t o = 0; o < oh_ * ow_; o++) {                                               \
+                    int64_t i = ip[o] - base;                                                           \
+                    if (TIDE_LIKELY((uint64_t)i < (uint64_t)plane)) {                                   \
+                        gx[i] += gp[o];                                                                 \
+                    } else if (i != -1) {                                                               \
+                        bad = i + base;                                                                 \
+                        any_bad = true;                                                                 \
+                    }                                                                                   \
+                }                                                                                       \
+                continue;                                                                               \
+            }                                                                                           \
             for (int64_t oy = 0; oy < oh_; oy++)                                                        \
                 for (int64_t ox = 0; ox < ow_; ox++) {                                                  \
                     int64_t i = ip[oy * is2 + ox * is3] - base;                                         \
