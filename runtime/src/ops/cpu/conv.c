@@ -328,6 +328,65 @@ static void valid_cols(const geom * g, int64_t kj, int64_t * lo, int64_t * hi) {
 }
 
 #define CONV_KERNELS(T, GEMM)                                                                           \
+    /* im2col of whole output rows [y0, y1) when the stride is 1 and a row of the result is as long   \
+     * as a row of the input (the "same" padding of CNNs), input rows contiguous: then the taps of     \
+     * one kernel position over all those rows are one contiguous run of the input, copied at once;    \
+     * the elements it brings in from the next row, where the padding should be, are then zeroed. */   \
+    static void im2col_rows_##T(const job * j, const T * xn, int64_t c0, int64_t c1, int64_t y0,         \
+                                int64_t y1, T * restrict col) {                                         \
+        const geom * g = &j->g;                                                                         \
+        const int64_t w = g->w, ld = (y1 - y0) * w, xsc = j->xs[1];                                     \
+        T * dst = col;                                                                                  \
+        for (int64_t c = c0; c < c1; c++)                                                               \
+            for (int64_t ki = 0; ki < g->kh; ki++)                                                      \
+                for (int64_t kj = 0; kj < g->kw; kj++, dst += ld) {                                     \
+                    int64_t lo, hi, off = kj * g->dw - g->pw, shift = ki * g->dh - g->ph;               \
+                    valid_cols(g, kj, &lo, &hi);                                                        \
+                    int64_t a = y0 > -shift ? y0 : -shift, b = y1 < g->h - shift ? y1 : g->h - shift;   \
+                    if (b <= a || hi <= lo) {                                                           \
+                        memset(dst, 0, (size_t)ld * sizeof(T));                                         \
+                        continue;                                                                       \
+                    }                                                                                   \
+                    memset(dst, 0, (size_t)((a - y0) * w + lo) * sizeof(T));                            \
+                    memcpy(dst + (a - y0) * w + lo, xn + c * xsc + (a + shift) * w + off + lo,          \
+                           (size_t)((b - a - 1) * w + hi - lo) * sizeof(T));                            \
+                    for (int64_t r = a - y0; r < b - y0; r++) {                                         \
+                        T * row = dst + r * w;                                                          \
+                        if (r > a - y0)                                                                 \
+                            for (int64_t ox = 0; ox < lo; ox++) row[ox] = 0;                            \
+                        for (int64_t ox = hi; ox < w; ox++) row[ox] = 0;                                \
+                    }                                                                                   \
+                    memset(dst + (b - y0) * w, 0, (size_t)((y1 - b) * w) * sizeof(T));                  \
+                }                                                                                       \
+    }                                                                                                   \
+                                                                                                        \
+    /* The adjoint of im2col_rows over whole images: the columns that would wrap into the next row     \
+     * are zeroed in col (scratch), then each kernel position adds one contiguous run. */              \
+    static void col2im_rows_##T(const job * j, T * restrict col, int64_t nc, T * restrict gx) {        \
+        const geom * g = &j->g;                                                                         \
+        const int64_t w = g->w, hw = g->oh * w;                                                         \
+        T * src = col;                                                                                  \
+        for (int64_t c = 0; c < nc; c++)                                                                \
+            for (int64_t ki = 0; ki < g->kh; ki++)                                                      \
+                for (int64_t kj = 0; kj < g->kw; kj++, src += hw) {                                     \
+                    int64_t lo, hi, off = kj * g->dw - g->pw, shift = ki * g->dh - g->ph;               \
+                    valid_cols(g, kj, &lo, &hi);                                                        \
+                    int64_t a = shift < 0 ? -shift : 0, b = g->oh < g->h - shift ? g->oh : g->h - shift; \
+                    if (b <= a || hi <= lo) continue;                                                   \
+                    for (int64_t r = a; r < b; r++) {                                                   \
+                        T * row = src + r * w;                                                          \
+                        if (r > a)                                                                      \
+                            for (int64_t ox = 0; ox < lo; ox++) row[ox] = 0;                            \
+                        if (r < b - 1)                                                                  \
+                            for (int64_t ox = hi; ox < w; ox++) row[ox] = 0;                            \
+                    }                                                                                   \
+                    T * restrict d = gx + (c * g->h + a + shift) * w + off + lo;                        \
+                    const T * restrict sp = src + a * w + lo;                                           \
+                    const int64_t len = (b - a - 1) * w + hi - lo;                                      \
+                    for (int64_t i = 0; i < len; i++) d[i] += sp[i];                                    \
+                }                                                                                       \
+    }                                                                                                   \
+                                                                                                        \
     /* col[r][p - p0], r = (c - c0, ki, kj), p in [p0, p1): the input element under kernel tap (ki, kj) \
      * at output position p, 0 in the padding. xn is image n of the input (strides xs). */              \
     static void im2col_##T(const job * j, const T * xn, int64_t c0, int64_t c1, int64_t p0, int64_t p1,  \
@@ -337,6 +396,10 @@ static void valid_cols(const geom * g, int64_t kj, int64_t * lo, int64_t * hi) {
         const int64_t ow = g->ow, h = g->h, sh = g->sh, sw = g->sw, ph = g->ph, dh = g->dh;             \
         const int64_t py = p0 / ow, px = p0 % ow;                                                       \
         const bool unit = sw == 1 && xsw == 1;                                                          \
+        if (unit && sh == 1 && ow == g->w && xsh == g->w && p0 % ow == 0 && p1 % ow == 0) {            \
+            im2col_rows_##T(j, xn, c0, c1, py, p1 / ow, col);                                           \
+            return;                                                                                     \
+        }                                                                                               \
         T * dst = col;                                                                                  \
         for (int64_t c = c0; c < c1; c++)                                                               \
             for (int64_t ki = 0; ki < g->kh; ki++)                                                      \
@@ -369,9 +432,13 @@ static void valid_cols(const geom * g, int64_t kj, int64_t * lo, int64_t * hi) {
     }                                                                                                   \
                                                                                                         \
     /* The adjoint of im2col over all hw positions: adds col[r][p] into gx, whose planes               \
-     * (channels c0.. of one image, contiguous h*w each) the caller has zeroed. */                      \
-    static void col2im_##T(const job * j, const T * restrict col, int64_t nc, T * gx) {                 \
+     * (channels c0.. of one image, contiguous h*w each) the caller has zeroed. May change col. */      \
+    static void col2im_##T(const job * j, T * restrict col, int64_t nc, T * gx) {                       \
         const geom * g = &j->g;                                                                         \
+        if (g->sw == 1 && g->sh == 1 && g->ow == g->w) {                                                \
+            col2im_rows_##T(j, col, nc, gx);                                                            \
+            return;                                                                                     \
+        }                                                                                               \
         const T * src = col;                                                                            \
         for (int64_t c = 0; c < nc; c++)                                                                \
             for (int64_t ki = 0; ki < g->kh; ki++)                                                      \
