@@ -55,6 +55,7 @@ bench: build
 	$(BUILD)/tide bench/ops_bench.lua
 	$(BUILD)/tide bench/engine_bench.lua
 	$(BUILD)/tide bench/transcend_bench.lua
+	$(BUILD)/tide bench/conv_bench.lua
 
 sz:
 	@for d in runtime/include runtime/src/core runtime/src/ops runtime/src/engine bindings lua/tide spec; do \
