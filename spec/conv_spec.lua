@@ -265,6 +265,9 @@ local conv_cases = {
   { "stride larger than the kernel", { 1, 1, 9, 9 }, { 2, 1, 2, 2 }, { stride = 4, padding = 1 } },
   { "stride, dilation, groups and padding at once", { 2, 6, 8, 7 }, { 4, 3, 2, 3 },
     { stride = { 2, 3 }, dilation = { 3, 1 }, padding = { 1, 2 }, groups = 2 }, true },
+  -- more than 32 taps per output channel: the weight gradient is a GEMM, not small_gw's dot products
+  { "groups 2, 36 taps per channel", { 2, 8, 6, 5 }, { 4, 4, 3, 3 }, { groups = 2, padding = 1, stride = { 1, 2 } }, true },
+  { "36 taps per channel, non-square", { 1, 3, 7, 6 }, { 5, 3, 3, 4 }, { padding = { 1, 2 } } },
 }
 
 describe("conv2d", function()

@@ -267,6 +267,8 @@ tide_status tide_shape_conv2d_backward_weight(tide_opcall * c, tide_shape_out * 
 /* Bytes of im2col scratch per work item: the columns of a block stay in L2
  * while the GEMM reads them. Larger images are cut into blocks of positions. */
 enum { COL_BYTES = 1 << 20, GEMM_GRAIN = 1 << 20 };
+/* Taps per output channel (cg*kh*kw) up to which the weight gradient is not a GEMM (small_gw). */
+enum { SMALL_KG = 32 };
 
 typedef struct {
     geom         g;
@@ -532,6 +534,32 @@ static void valid_cols(const geom * g, int64_t kj, int64_t * lo, int64_t * hi) {
         tide_host_free(col, cap);                                                                       \
     }                                                                                                   \
                                                                                                         \
+    /* gw[o, r] (+)= sum over p of gy[o, p] col[r, p], for weights with few taps per output channel   \
+     * (the first layer of a CNN, depthwise convolutions): OpenBLAS packs both operands on every call, \
+     * which then costs more than the products. Dot products with L partial sums vectorise without    \
+     * reassociating (the build has no -ffast-math); L spans four vector registers, so that four FMAs  \
+     * are in flight rather than one waiting on the last. */                                         \
+    static TIDE_SIMD_CLONES void small_gw_##T(int64_t og, int64_t kg, int64_t np, const T * gy,         \
+                                              int64_t ldg, const T * col, int64_t ldc, bool add,        \
+                                              T * restrict gw) {                                        \
+        enum { L = 256 / sizeof(T) };                                                                   \
+        for (int64_t o = 0; o < og; o++) {                                                              \
+            const T * restrict gr = gy + o * ldg;                                                       \
+            for (int64_t r = 0; r < kg; r++) {                                                          \
+                const T * restrict xr = col + r * ldc;                                                  \
+                T acc[L] = {0};                                                                         \
+                int64_t p = 0;                                                                          \
+                for (; p + L <= np; p += L)                                                             \
+                    for (int k = 0; k < L; k++) acc[k] += gr[p + k] * xr[p + k];                        \
+                for (int h = L / 2; h >= 1; h /= 2)   /* a tree: log2(L) dependent adds, not L */        \
+                    for (int k = 0; k < h; k++) acc[k] += acc[k + h];                                   \
+                T sum = acc[0];                                                                         \
+                for (; p < np; p++) sum += gr[p] * xr[p];                                               \
+                gw[o * kg + r] = add ? gw[o * kg + r] + sum : sum;                                      \
+            }                                                                                           \
+        }                                                                                               \
+    }                                                                                                   \
+                                                                                                        \
     /* Part `part` of the blocks: its own sum over them of gy[n, group, p0:p1] col^T, in order. */      \
     static void backward_weight_##T(void * ctx, int64_t begin, int64_t end) {                           \
         job * j = ctx;                                                                                  \
@@ -547,9 +575,14 @@ static void valid_cols(const geom * g, int64_t kj, int64_t * lo, int64_t * hi) {
                 int64_t n, p0, p1, ld;                                                                  \
                 const T * bm = columns_##T(j, it, col, &n, &p0, &p1, &ld);                              \
                 const T * gyn = (const T *)j->gy + n * g->o * j->hw + p0;                               \
-                for (int64_t gi = 0; gi < g->groups; gi++)                                              \
-                    GEMM(false, true, og, j->kg, p1 - p0, 1, gyn + gi * og * j->hw, j->hw,              \
-                         bm + gi * j->kg * ld, ld, it == first ? 0 : 1, acc + gi * og * j->kg, j->kg);   \
+                for (int64_t gi = 0; gi < g->groups; gi++) {                                            \
+                    const T * a = gyn + gi * og * j->hw, * b = bm + gi * j->kg * ld;                    \
+                    T * cg = acc + gi * og * j->kg;                                                     \
+                    if (j->kg <= SMALL_KG)                                                              \
+                        small_gw_##T(og, j->kg, p1 - p0, a, j->hw, b, ld, it != first, cg);             \
+                    else                                                                                \
+                        GEMM(false, true, og, j->kg, p1 - p0, 1, a, j->hw, b, ld, it == first ? 0 : 1, cg, j->kg); \
+                }                                                                                       \
             }                                                                                           \
         }                                                                                               \
         tide_host_free(col, cap);                                                                       \
