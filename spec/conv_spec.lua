@@ -382,6 +382,7 @@ describe("conv2d", function()
       { { 1, 16, 32, 32 }, { 4, 16, 3, 3 }, { padding = 1 } },
       { { 8, 8, 16, 16 }, { 16, 8, 3, 3 }, { padding = 1 } },      -- enough work for partial sums per thread
       { { 1, 4, 40, 33 }, { 6, 2, 3, 3 }, { padding = 1, groups = 2, stride = { 1, 2 } } },
+      { { 1, 3, 1, 300 }, { 2, 3, 1, 3 }, { padding = { 0, 1 } } },   -- blocks that start inside a row
     }
     for _, case in ipairs(cases) do
       local xs, ws, opts = case[1], case[2], case[3]

@@ -297,17 +297,18 @@ static bool is_direct(const geom * g, const int64_t * xs) {
 
 /* Splits each image's hw positions into blocks: one block if its im2col
  * matrix fits COL_BYTES, and enough blocks for every thread when there are
- * fewer images than threads. */
+ * fewer images than threads. Blocks are whole rows of the result when a row
+ * fits, so that im2col_rows can take them. */
 static void plan_blocks(job * j, size_t esz) {
-    int64_t rows = j->g.c * j->g.kh * j->g.kw, hw = j->hw, cb = hw;
+    int64_t rows = j->g.c * j->g.kh * j->g.kw, hw = j->hw, ow = j->g.ow, cb = hw;
     if (rows > 0 && (size_t)(rows * hw) * esz > COL_BYTES) {
         cb = (int64_t)(COL_BYTES / esz) / rows;
-        cb = cb < 64 ? 64 : cb / 16 * 16;
+        cb = cb >= ow ? cb / ow * ow : cb < 64 ? 64 : cb / 16 * 16;
     }
     int64_t threads = tide_get_num_threads();
     if (j->g.n < threads && hw >= 128) {
         int64_t want = (threads + j->g.n - 1) / j->g.n, size = (hw + want - 1) / want;
-        size = (size + 15) / 16 * 16;
+        size = size >= ow ? (size + ow - 1) / ow * ow : (size + 15) / 16 * 16;
         if (size < cb) cb = size;
     }
     j->cb   = cb > 0 ? cb : 1;
