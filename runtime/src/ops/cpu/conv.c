@@ -4,12 +4,11 @@
  * conv2d_backward_input and conv2d_backward_weight (the bias gradient is a
  * plain sum). Each is im2col + the single-threaded GEMM of blas.c, with the
  * work split over (image, block of output positions) across Tide's pool; 1x1
- * stride-1 unpadded convolutions skip im2col. Also the helpers of nn.h.
+ * stride-1 unpadded convolutions skip im2col, and the weight gradient of a
+ * layer with few taps per channel is dot products. Also the helpers of nn.h.
  */
 #include "blas.h"
 #include "nn.h"
-
-#include <stdio.h>
 
 /* -- nn.h: shape-rule helpers --------------------------------------------------------------- */
 
