@@ -62,6 +62,7 @@ bench: build
 	$(BUILD)/tide bench/ops_bench.lua
 	$(BUILD)/tide bench/engine_bench.lua
 	$(BUILD)/tide bench/transcend_bench.lua
+	$(BUILD)/tide bench/conv_bench.lua
 
 sz:
 	@for d in runtime/include runtime/src/core runtime/src/ops runtime/src/engine bindings lua/tide repl spec; do \

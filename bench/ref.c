@@ -1,7 +1,8 @@
 /*
  * ref.c - reference measurements for the benchmarks, called from LuaJIT
  * through the FFI (libtide_bench_ref.so): plain C copy and add loops over
- * floats, and OpenBLAS's sgemm called directly with its own default threads.
+ * floats, OpenBLAS's sgemm called directly with its own default threads, and
+ * im2col + sgemm convolutions and a 2x2 max pooling written the textbook way.
  * It knows nothing of Tide; the Lua benchmarks put the figures side by side.
  */
 #include <dlfcn.h>
@@ -123,4 +124,123 @@ const char * tide_ref_blas_info(void) {
     snprintf(ob.info, sizeof ob.info, "core=%s threads=%d shared=%s", ob.corename ? ob.corename() : "?",
              ob.used_threads, ob.shared ? "yes" : "no");
     return ob.info;
+}
+
+/* -- convolution and pooling: the textbook way ---------------------------------------------- */
+
+/* col[(c*k + ki)*k + kj][oy*ow + ox] = x[c][oy - pad + ki][ox - pad + kj] (0 outside), stride 1. */
+static void ref_im2col(const float * x, int c, int h, int w, int k, int pad, float * col) {
+    int oh = h + 2 * pad - k + 1, ow = w + 2 * pad - k + 1;
+    for (int ch = 0; ch < c; ch++)
+        for (int ki = 0; ki < k; ki++)
+            for (int kj = 0; kj < k; kj++, col += oh * ow)
+                for (int oy = 0; oy < oh; oy++)
+                    for (int ox = 0; ox < ow; ox++) {
+                        int iy = oy - pad + ki, ix = ox - pad + kj;
+                        col[oy * ow + ox] = iy >= 0 && iy < h && ix >= 0 && ix < w ? x[(ch * h + iy) * w + ix] : 0;
+                    }
+}
+
+static void ref_col2im(const float * col, int c, int h, int w, int k, int pad, float * x) {
+    int oh = h + 2 * pad - k + 1, ow = w + 2 * pad - k + 1;
+    memset(x, 0, sizeof(float) * (size_t)(c * h * w));
+    for (int ch = 0; ch < c; ch++)
+        for (int ki = 0; ki < k; ki++)
+            for (int kj = 0; kj < k; kj++, col += oh * ow)
+                for (int oy = 0; oy < oh; oy++)
+                    for (int ox = 0; ox < ow; ox++) {
+                        int iy = oy - pad + ki, ix = ox - pad + kj;
+                        if (iy >= 0 && iy < h && ix >= 0 && ix < w) x[(ch * h + iy) * w + ix] += col[oy * ow + ox];
+                    }
+}
+
+/* Seconds for `reps` stride-1 convolutions of x[n,c,h,w] by w[o,c,k,k] with
+ * padding pad, one image at a time: im2col, then cblas_sgemm with OpenBLAS's
+ * default threads (one per core). which: 0 forward, 1 gradient of the input
+ * (sgemm W^T gy, then col2im), 2 gradient of the weight (im2col, then
+ * sgemm gy col^T summed over the batch). Negative: OpenBLAS or memory missing. */
+double tide_ref_conv2d(int32_t n, int32_t c, int32_t h, int32_t w, int32_t o, int32_t k, int32_t pad, int32_t which,
+                       int32_t reps) {
+    if (!load()) return -1;
+    int    oh = h + 2 * pad - k + 1, ow = w + 2 * pad - k + 1, kk = c * k * k, hw = oh * ow;
+    size_t nx = (size_t)n * c * h * w, ny = (size_t)n * o * hw, nw = (size_t)o * kk, ncol = (size_t)kk * hw;
+    float * x = malloc(nx * sizeof(float)), * y = malloc(ny * sizeof(float)), * wt = malloc(nw * sizeof(float));
+    float * col = malloc(ncol * sizeof(float)), * gw = malloc(nw * sizeof(float));
+    if (!x || !y || !wt || !col || !gw) {
+        free(x); free(y); free(wt); free(col); free(gw);
+        return -2;
+    }
+    uint32_t r = 7;
+    for (size_t i = 0; i < nx; i++) x[i] = (float)((r = r * 1103515245u + 12345u) >> 8) / 16777216.0f - 0.5f;
+    for (size_t i = 0; i < ny; i++) y[i] = (float)((r = r * 1103515245u + 12345u) >> 8) / 16777216.0f - 0.5f;
+    for (size_t i = 0; i < nw; i++) wt[i] = (float)((r = r * 1103515245u + 12345u) >> 8) / 16777216.0f - 0.5f;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    ob.set_threads(cores > 0 ? (int)cores : 1);
+    ob.used_threads = ob.get_threads();
+    double t0 = 0;
+    for (int32_t rep = -1; rep < reps; rep++) {   /* rep -1: warm-up */
+        if (rep == 0) t0 = now();
+        for (int32_t i = 0; i < n; i++) {
+            float * xi = x + (size_t)i * c * h * w, * yi = y + (size_t)i * o * hw;
+            if (which == 0) {
+                ref_im2col(xi, c, h, w, k, pad, col);
+                ob.sgemm(101, 111, 111, o, hw, kk, 1.0f, wt, kk, col, hw, 0.0f, yi, hw);
+            } else if (which == 1) {
+                ob.sgemm(101, 112, 111, kk, hw, o, 1.0f, wt, kk, yi, hw, 0.0f, col, hw);
+                ref_col2im(col, c, h, w, k, pad, xi);
+            } else {
+                ref_im2col(xi, c, h, w, k, pad, col);
+                ob.sgemm(101, 111, 112, o, kk, hw, 1.0f, yi, hw, col, hw, i == 0 ? 0.0f : 1.0f, gw, kk);
+            }
+        }
+    }
+    double t = now() - t0;
+    ob.set_threads(1);
+    free(x); free(y); free(wt); free(col); free(gw);
+    return t;
+}
+
+/* Seconds for `reps` 2x2 stride-2 max poolings of planes x h x w floats (values
+ * and int64 argmax indices), or with backward set, of their gradients
+ * (scatter into zeroed planes). One thread, plain loops. */
+double tide_ref_max_pool2x2(int64_t planes, int32_t h, int32_t w, int32_t backward, int32_t reps) {
+    int     oh = h / 2, ow = w / 2;
+    size_t  nx = (size_t)planes * h * w, ny = (size_t)planes * oh * ow;
+    float * x = malloc(nx * sizeof(float)), * y = malloc(ny * sizeof(float));
+    int64_t * idx = malloc(ny * sizeof(int64_t));
+    if (!x || !y || !idx) {
+        free(x); free(y); free(idx);
+        return -2;
+    }
+    uint32_t r = 9;
+    for (size_t i = 0; i < nx; i++) x[i] = (float)((r = r * 1103515245u + 12345u) >> 8);
+    for (size_t i = 0; i < ny; i++) idx[i] = (int64_t)((i % ((size_t)oh * ow)) / ow * 2 * w + (i % ow) * 2);
+    double t0 = 0;
+    for (int32_t rep = -1; rep < reps; rep++) {
+        if (rep == 0) t0 = now();
+        for (int64_t p = 0; p < planes; p++) {
+            float * xp = x + (size_t)p * h * w, * yp = y + (size_t)p * oh * ow;
+            int64_t * ip = idx + (size_t)p * oh * ow;
+            if (backward) {
+                memset(xp, 0, sizeof(float) * (size_t)(h * w));
+                for (int i = 0; i < oh * ow; i++) xp[ip[i]] += yp[i];
+                continue;
+            }
+            for (int oy = 0; oy < oh; oy++)
+                for (int ox = 0; ox < ow; ox++) {
+                    int     base = 2 * oy * w + 2 * ox;
+                    int64_t bi = base;
+                    float   m = xp[base];
+                    if (xp[base + 1] > m) m = xp[bi = base + 1];
+                    if (xp[base + w] > m) m = xp[bi = base + w];
+                    if (xp[base + w + 1] > m) m = xp[bi = base + w + 1];
+                    yp[oy * ow + ox] = m;
+                    ip[oy * ow + ox] = bi;
+                }
+        }
+        __asm__ volatile("" : : "r"(y), "r"(x) : "memory");
+    }
+    double t = now() - t0;
+    free(x); free(y); free(idx);
+    return t;
 }
