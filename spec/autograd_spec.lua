@@ -101,6 +101,22 @@ local cases = {
   ["repeat"] = { { rnd { 2, 3 } }, function(a) return { a:repeat_tensor(2, 1, 3), a:repeat_tensor(1, 2) } end },
   tril = { { rnd { 3, 4 } }, function(a) return a:tril(1) end },
   triu = { { rnd { 3, 4 } }, function(a) return a:triu(-1) end },
+  conv2d = { { rnd { 2, 4, 5, 6 }, rnd { 6, 2, 3, 2 }, rnd { 6 } },
+    function(x, w, b)
+      local F = tide.nn.functional
+      return { F.conv2d(x, w, b, { stride = { 2, 1 }, padding = { 1, 0 }, dilation = { 1, 2 }, groups = 2 }),
+               F.conv2d(x, w:narrow(2, 1, 1):repeat_tensor(1, 4, 1, 1), nil) }
+    end },
+  max_pool2d = { { rnd { 2, 3, 5, 6 } },
+    function(x) return tide.nn.functional.max_pool2d(x, { 2, 3 }, { stride = 2, padding = 1, ceil_mode = true }) end },
+  avg_pool2d = { { rnd { 2, 3, 5, 6 } },
+    function(x)
+      local F = tide.nn.functional
+      return { F.avg_pool2d(x, 3, { stride = 2, padding = 1 }),
+               F.avg_pool2d(x, 2, { count_include_pad = false, padding = 1, ceil_mode = true }) }
+    end },
+  adaptive_avg_pool2d = { { rnd { 2, 3, 5, 7 } },
+    function(x) return tide.nn.functional.adaptive_avg_pool2d(x, { 3, 2 }) end },
 }
 
 describe("autograd", function()

@@ -514,6 +514,7 @@ end
 -- -- attention and transformers --------------------------------------------------------------
 
 require("tide.nn.transformer")(nn)
+require("tide.nn.conv")(nn)
 
 REG["tide.nn"] = nn
 return nn

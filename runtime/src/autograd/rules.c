@@ -347,3 +347,44 @@ GRAD(triu, 0) {
 }
 GRAD(bernoulli, 0) { SET(0, ZEROS(0)); return TIDE_OK; }
 
+
+/* -- nn: each rule calls the backward op of its forward ------------------------------------------ */
+
+/* Params of a backward op: the forward's first n ints, then the sizes of input `of`. */
+static tide_op_params nn_params(const tide_grad_ctx * c, int32_t n, const tide_meta * of) {
+    tide_op_params p = g_params(n, P->ints, 0, P->flags & TIDE_PARAMF_ONE_BASED);
+    for (int32_t i = 0; i < of->ndim; i++) p.ints[n + i] = of->sizes[i];
+    p.n_ints = n + of->ndim;
+    return p;
+}
+GRAD(conv2d, SAVE_IN0 | SAVE_IN1) {
+    if (NEEDS(0)) {
+        tide_op_params p = nn_params(c, 7, &c->node->in[0]);
+        g_set(c, 0, g_call(c, TIDE_OP_conv2d_backward_input, 2, GY(0), IN(1), NULL, &p));
+    }
+    if (NEEDS(1)) {
+        tide_op_params p = nn_params(c, 7, &c->node->in[1]);
+        g_set(c, 1, g_call(c, TIDE_OP_conv2d_backward_weight, 2, GY(0), IN(0), NULL, &p));
+    }
+    if (c->node->n_in > 2 && NEEDS(2)) {
+        int64_t        dims[3] = {0, 2, 3};
+        tide_op_params p = g_params(3, dims, 0, 0);
+        g_set(c, 2, g_call(c, TIDE_OP_sum, 1, GY(0), NULL, NULL, &p));
+    }
+    return TIDE_OK;
+}
+GRAD(max_pool2d, SAVE_OUT1) {
+    tide_op_params p = nn_params(c, 0, IN0);
+    if (GY(0)) SET(0, g_call(c, TIDE_OP_max_pool2d_backward, 2, GY(0), OUT(1), NULL, &p));
+    return TIDE_OK;
+}
+GRAD(avg_pool2d, 0) {
+    tide_op_params p = nn_params(c, 9, IN0);
+    SET(0, g_call(c, TIDE_OP_avg_pool2d_backward, 1, GY(0), NULL, NULL, &p));
+    return TIDE_OK;
+}
+GRAD(adaptive_avg_pool2d, 0) {
+    tide_op_params p = nn_params(c, 0, IN0);
+    SET(0, g_call(c, TIDE_OP_adaptive_avg_pool2d_backward, 1, GY(0), NULL, NULL, &p));
+    return TIDE_OK;
+}
