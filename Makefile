@@ -28,7 +28,7 @@ install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 demo: build
-	$(BUILD)/tide examples/demo.lua
+	$(BUILD)/tide examples/fashion_mnist.lua
 
 test: build test-c test-specs test-asan test-tsan
 

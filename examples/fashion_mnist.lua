@@ -3,7 +3,7 @@
 -- per epoch, evaluates on the 10,000 test images, saves a checkpoint and
 -- prints a summary. `make demo` runs it with its defaults.
 --
---   build/tide examples/fashion_mnist.lua [--epochs 2] [--batch-size 64]
+--   build/tide examples/fashion_mnist.lua [--epochs 3] [--batch-size 64]
 --     [--model cnn|mlp] [--lr 0.001] [--device cpu] [--limit N] [--seed 0]
 --     [--data DIR] [--out fashion_mnist.safetensors] [--threads N]
 local tide = require "tide"
@@ -12,7 +12,7 @@ local nn, F, optim = tide.nn, tide.nn.functional, tide.optim
 -- -- options ------------------------------------------------------------------------------
 
 local defaults = {
-  epochs = 2, ["batch-size"] = 64, model = "cnn", lr = 1e-3, device = "cpu", limit = 0, seed = 0,
+  epochs = 3, ["batch-size"] = 64, model = "cnn", lr = 1e-3, device = "cpu", limit = 0, seed = 0,
   data = "/usr/share/datasets/fashion-mnist", out = "fashion_mnist.safetensors", threads = 0,
 }
 local function usage(msg)
@@ -106,6 +106,7 @@ ffi.cdef [[
 local ts = ffi.new("struct tide_ex_timespec")
 local function now() ffi.C.clock_gettime(1, ts); return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9 end
 local tty = ffi.C.isatty(1) == 1
+local last_quarter = 0   -- without a terminal: a line per quarter of an epoch
 local function clock(s)
   s = math.max(0, math.floor(s + 0.5))
   return string.format("%d:%02d", math.floor(s / 60), s % 60)
@@ -116,11 +117,13 @@ local function bar(epoch, done, total, loss, acc, rate, eta, final)
   local line = string.format("epoch %d/%d [%s%s] %d/%d loss %.4f acc %5.1f%% %6.0f samples/s %s %s", epoch,
     opt.epochs, string.rep("=", fill), string.rep(" ", width - fill), done, total, loss, acc * 100, rate,
     final and "took" or "ETA", clock(eta))
+  local quarter = math.floor(4 * done / total)
   if tty then
     io.write("\r", line, final and "\n" or "")
-  elseif final or done % math.max(1, math.floor(total / 4)) == 0 then
+  elseif quarter > last_quarter or final then
     io.write(line, "\n")
   end
+  last_quarter = final and 0 or quarter
   io.flush()
 end
 

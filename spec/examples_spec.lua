@@ -1,0 +1,52 @@
+-- examples/: every example runs in a short smoke mode and prints what it should.
+-- They run as child processes with the same environment the specs have.
+local function run(cmd)
+  local p = assert(io.popen(cmd .. " 2>&1; echo \"exit $?\""))
+  local out = p:read("*a")
+  p:close()
+  return out
+end
+
+describe("examples", function()
+  it("fashion_mnist trains, evaluates, saves a checkpoint and sums up", function()
+    local data = "/usr/share/datasets/fashion-mnist"
+    local f = io.open(data .. "/train-images-idx3-ubyte.gz", "rb")
+    if not f then
+      print("\nskipped: " .. data .. " is missing (Debian's dataset-fashion-mnist; make test installs it)")
+      return
+    end
+    f:close()
+    local out_file = os.tmpname()
+    local out = run("luajit examples/fashion_mnist.lua --limit 1200 --epochs 1 --batch-size 50 --out " .. out_file)
+    assert.matches("Fashion%-MNIST: 1200 training and 1000 test images; model cnn %(421642 parameters%)", out)
+    assert.matches("epoch 1/1 %[=+%] 24/24 loss %d%.%d+ acc +%d+%.%d%% +%d+ samples/s took %d:%d%d", out)
+    local acc = tonumber(out:match("epoch 1: test accuracy (%d+%.%d+)%%"))
+    assert.is_not_nil(acc, out)
+    assert.is_true(acc > 50, "accuracy " .. tostring(acc))   -- 10 classes: chance is 10%
+    assert.matches("summary: 1 epochs in %d:%d%d, final test accuracy", out)
+    assert.matches("Ankle boot", out)
+    assert.matches("exit 0\n$", out)
+    local ck = require("tide").load(out_file)
+    assert.are.same({ 32, 1, 3, 3 }, ck.model["0.weight"]:shape())
+    assert.are.equal(1, ck.epochs)
+    os.remove(out_file)
+  end)
+
+  it("fashion_mnist explains bad options and a missing data set", function()
+    local out = run("luajit examples/fashion_mnist.lua --model rnn")
+    assert.matches("fashion_mnist: %-%-model must be cnn or mlp", out)
+    assert.matches("exit 2\n$", out)
+    out = run("luajit examples/fashion_mnist.lua --data /nonexistent")
+    assert.matches("fashion_mnist: cannot open /nonexistent/train%-images%-idx3%-ubyte.gz", out)
+    assert.matches("exit 1\n$", out)
+  end)
+
+  it("mlp_regression fits its function", function()
+    local out = run("luajit examples/mlp_regression.lua 300")
+    assert.matches("step   300  loss", out)
+    local mse = tonumber(out:match("held%-out mean squared error (%d+%.%d+)"))
+    assert.is_not_nil(mse, out)
+    assert.is_true(mse < 0.05, "held-out error " .. tostring(mse))
+    assert.matches("exit 0\n$", out)
+  end)
+end)
