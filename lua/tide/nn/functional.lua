@@ -5,6 +5,8 @@
 -- checks that would need tensor values (an out-of-range class index) are left
 -- to the ops (gather, index_select), which name the index and the size.
 -- Convolutions and pooling are not here: they come with their own kernels.
+-- One instance per Lua state, like tide.nn itself (busted resets package.loaded between files).
+do local nn = debug.getregistry()["tide.nn"]; if nn then return nn.functional end end
 local tide = require "tide"
 local B = require "bindings.ffi"
 local fail = B.fail

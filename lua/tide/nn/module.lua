@@ -20,6 +20,8 @@
 -- Every assignment to a field goes through the instance's __newindex (plain
 -- fields are kept in a side table), so a field that first held a number can
 -- later hold a module and is registered then, as Python's __setattr__ does.
+-- One instance per Lua state, like tide.nn itself (busted resets package.loaded between files).
+do local nn = debug.getregistry()["tide.nn"]; if nn then return nn.Module end end
 local B = require "bindings.ffi"
 local T = require "tide.tensor"
 local autograd = require "tide.autograd"

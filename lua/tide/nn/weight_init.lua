@@ -4,6 +4,8 @@
 -- place without recording gradients and returns it. The layers' own defaults
 -- (reset_parameters) are in tide.nn; reset_linear_ is the one Linear and the
 -- convolutions share.
+-- One instance per Lua state, like tide.nn itself (busted resets package.loaded between files).
+do local nn = debug.getregistry()["tide.nn"]; if nn then return nn.init end end
 local B = require "bindings.ffi"
 local T = require "tide.tensor"
 local autograd = require "tide.autograd"
