@@ -3,7 +3,7 @@
 -- each next to a reference measured in the same run:
 --   convolutions: im2col + cblas_sgemm per image, OpenBLAS with its own default
 --   threads (bench/ref.c), the textbook way; max pooling: a plain C loop on one
---   thread; PyTorch on the same shapes when `python3 -c "import torch"` works.
+--   thread; PyTorch on the same shapes when a python3 has torch (TIDE_PYTHON, python3, /usr/bin/python3).
 -- usage: build/tide bench/conv_bench.lua [reps]
 local tide = require "tide"
 local nn = require "tide.nn_ops"
@@ -103,17 +103,19 @@ print("conv2 bwd_w", t(lambda: bi(gy2, x2, w2, None, [1,1], [1,1], [1,1], False,
 print("maxpool1 fwd", t(lambda: F.max_pool2d(p1, 2, return_indices=True)))
 print("maxpool1 bwd", t(lambda: torch.ops.aten.max_pool2d_with_indices_backward(g1, p1, [2,2], [2,2], [0,0], [1,1], False, i1)))
 ]]
-  local probe = io.popen("python3 -c 'import torch' 2>&1")
-  local err = probe and probe:read("*a") or "no shell"
-  if probe then probe:close() end
-  if err ~= "" then
-    print("note: PyTorch reference skipped: python3 -c 'import torch' failed: " .. (err:match("([^\n]+)\n?$") or err))
+  -- the first of TIDE_PYTHON, python3 and /usr/bin/python3 that has torch
+  local python
+  for _, py in ipairs { os.getenv("TIDE_PYTHON") or "", "python3", "/usr/bin/python3" } do
+    if py ~= "" and os.execute(py .. " -c 'import torch' >/dev/null 2>&1") == 0 then python = py; break end
+  end
+  if not python then
+    print("note: PyTorch reference skipped: no python3 with torch (set TIDE_PYTHON; the project never needs it)")
   else
     local path = os.tmpname()
     local f = io.open(path, "w")
     f:write(script:format(REPS))
     f:close()
-    local p = io.popen("python3 " .. path .. " 2>&1")
+    local p = io.popen(python .. " " .. path .. " 2>&1")
     local out = p:read("*a")
     p:close()
     os.remove(path)
