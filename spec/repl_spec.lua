@@ -189,15 +189,17 @@ describe("repl", function()
     _G.spec_loop = nil
   end)
 
-  it("offers jit.compile when tide.jit exists", function()
+  it("offers jit.compile as tide.jit.compile, and nothing when tide.jit is missing", function()
+    local tide_jit = tide.jit
+    jit.compile = nil
     R.install_globals()
     assert.are.equal(R.help, _G.help)
-    assert.is_nil(jit.compile)
-    local compile = function() end
-    rawset(tide, "jit", { compile = compile })
-    R.install_globals()
-    assert.are.equal(compile, jit.compile)
+    assert.are.equal(tide_jit.compile, jit.compile)
+    jit.compile = nil
     rawset(tide, "jit", nil)
+    R.install_globals()
+    assert.is_nil(jit.compile)
+    rawset(tide, "jit", tide_jit)
     jit.compile, _G.help, _G.who, _G.time = nil, nil, nil, nil
   end)
 end)

@@ -76,10 +76,14 @@ end
 -- When the engine queued the op rather than running it, it is told the user's
 -- line, so that a failure found later names where the op came from.
 local user_location = B.user_location
+-- The graph tide.jit is capturing on this thread, if any: its nodes learn their Lua line.
+local capturing = nil
+function M.set_capturing(g) capturing = g end
 local function run(op, n, p, out)
   if C.tide_op_call(op.id, ins, n, p, outs, out) ~= 0 then raise() end
   local deferred = C.tide_engine_last_deferred()
   if deferred ~= 0 then C.tide_engine_set_origin(deferred, user_location()) end
+  if capturing ~= nil then C.tide_graph_set_origin(capturing, user_location()) end
   return take(op.n_out, out)
 end
 M.run = run

@@ -146,7 +146,7 @@ typedef struct tide_tensor {
     tide_node *          ag_node;
     struct tide_tensor * ag_grad;
     int32_t              ag_output_nr;
-    int32_t              ag_reserved;
+    int32_t              capture_id;    /* the capture that made it (runtime only; 0: none) */
 } tide_tensor;
 
 void          tide_tensor_retain(tide_tensor * t);
@@ -305,6 +305,48 @@ tide_status tide_autograd_grad(int32_t n, tide_tensor * const * roots, tide_tens
                                int32_t retain_graph, int32_t allow_unused);
 /* 1 if op (a registry id) has a backward rule. */
 int32_t     tide_op_is_differentiable(int32_t op);
+
+/* -- captured graphs (jit) ---------------------------------------------------- */
+/*
+ * A thread can record what its ops do into a graph and replay the recording
+ * later on new arguments, without the code that issued the ops (the Lua
+ * module's tide.jit.compile is built on this). Between capture_begin and
+ * capture_end every op call, view, autograd gradient assignment and tensor
+ * made on this thread is recorded, and still runs as usual. Tensors that
+ * existed before the capture and are not arguments are bound by reference:
+ * a replay reads and writes those same tensors (model parameters, optimizer
+ * state). Reading a value during capture (tide_tensor_get, _to_doubles,
+ * _data) fails, and so does the capture. Replay issues the recorded ops
+ * through tide_op_call, with the grad mode each had, so the engine runs them
+ * asynchronously like any op. A graph is used by one thread at a time.
+ */
+typedef struct tide_graph tide_graph;
+
+/* Starts recording this thread's ops into a new graph (owned by the caller).
+ * NULL if this thread is already capturing. */
+tide_graph * tide_graph_capture_begin(void);
+/* Declares t the next argument of the graph (replay binds a new tensor of the
+ * same shape, dtype and device in its place). Call before t is used. */
+tide_status  tide_graph_add_arg(tide_graph * g, tide_tensor * t);
+/* Declares t the next output (what replay returns). */
+tide_status  tide_graph_add_output(tide_graph * g, tide_tensor * t);
+/* Gives the nodes recorded since the last call this origin ("file:line"), for messages. */
+tide_status  tide_graph_set_origin(tide_graph * g, const char * where);
+/* Stops recording; waits for the captured ops. Fails with the capture's first
+ * error (a value read, ...). Writes into leaks (at most n bytes, "" if none) a
+ * description of tensors made during capture that something besides the graph
+ * still holds, other than outputs and gradients: a replay will not update them. */
+tide_status  tide_graph_capture_end(tide_graph * g, char * leaks, size_t n);
+/* Replays g on n_args tensors (shapes, dtypes and devices as captured);
+ * outputs[0 .. tide_graph_num_outputs) receive new references (+1).
+ * Asynchronous like the ops it issues. */
+tide_status  tide_graph_replay(tide_graph * g, tide_tensor * const * args, int32_t n_args, tide_tensor ** outputs);
+void         tide_graph_release(tide_graph * g);
+int32_t      tide_graph_num_nodes(const tide_graph * g);
+int32_t      tide_graph_num_args(const tide_graph * g);
+int32_t      tide_graph_num_outputs(const tide_graph * g);
+/* A text listing of the graph: its inputs, one node a line, its outputs. Owned by g. */
+const char * tide_graph_describe(tide_graph * g);
 
 /* -- engine, threads, generator ---------------------------------------- */
 

@@ -6,6 +6,7 @@
  * this file knows no op by name except the few the vocabulary needs.
  */
 #include "grad.h"
+#include "../graph/graph.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -44,6 +45,7 @@ static tide_tensor * alias(const tide_tensor * t) {
     memcpy(a->sizes, t->sizes, sizeof a->sizes);
     memcpy(a->strides, t->strides, sizeof a->strides);
     a->nelem = t->nelem;
+    if (TIDE_UNLIKELY(tide_capture != NULL)) tide_graph_on_view((tide_tensor *)t, a, TIDE_VIEW_ALIAS, NULL, 0);
     return a;
 }
 
@@ -235,6 +237,7 @@ tide_status tide_tensor_set_grad(tide_tensor * t, tide_tensor * g) {
     tide_tensor * old = t->ag_grad;
     t->ag_grad        = g;
     tide_tensor_release(old);
+    if (TIDE_UNLIKELY(tide_capture != NULL)) tide_graph_on_set_grad(t, g);
     return TIDE_OK;
 }
 
@@ -446,13 +449,15 @@ static tide_status accumulate_leaf(tide_tensor * leaf, tide_tensor * g) {
     if (!leaf->ag_grad) {
         bool own = __atomic_load_n(&g->refcount, __ATOMIC_ACQUIRE) == 1 && atomic_load(&g->storage->refcount) == 1 && !(g->flags & TIDE_TENSOR_VIEW) &&
                    tide_tensor_is_contiguous(g);
-        if (own) {
-            leaf->ag_grad = g;
-            return TIDE_OK;
+        if (!own) {
+            tide_tensor * copy = tide_tensor_to(g, leaf->dtype_id, leaf->dev, 1);
+            tide_tensor_release(g);
+            if (!copy) return TIDE_E_OOM;
+            g = copy;
         }
-        leaf->ag_grad = tide_tensor_to(g, leaf->dtype_id, leaf->dev, 1);
-        tide_tensor_release(g);
-        return leaf->ag_grad ? TIDE_OK : TIDE_E_OOM;
+        leaf->ag_grad = g;
+        if (TIDE_UNLIKELY(tide_capture != NULL)) tide_graph_on_set_grad(leaf, g);
+        return TIDE_OK;
     }
     tide_tensor * in[2] = {leaf->ag_grad, g}, * res[TIDE_OP_MAX_OUT] = {0};
     tide_status   st = tide_op_call(TIDE_OP_add, in, 2, NULL, res, leaf->ag_grad);

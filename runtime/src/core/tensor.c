@@ -5,6 +5,7 @@
  * ops' and the engine's job; the accessors here wait on the engine first.
  */
 #include "internal.h"
+#include "../graph/graph.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@ tide_tensor * tide_tensor_alloc_header(tide_storage * s, int32_t dtype) {
     t->dtype_id = dtype;
     t->refcount = 1;
     t->dev   = s->device;
+    if (TIDE_UNLIKELY(tide_capture != NULL)) t->capture_id = (int32_t)tide_capture->serial;
     return t;
 }
 
@@ -131,6 +133,7 @@ tide_tensor * tide_tensor_scalar(double value, int32_t dtype) {
     /* a fresh storage nobody else can see yet: written directly, no op needed */
     tide_store_double(t->storage->data, dtype, value);
     t->flags |= TIDE_TENSOR_WRAPPED_NUMBER;
+    if (TIDE_UNLIKELY(tide_capture != NULL)) tide_graph_on_const(t);
     return t;
 }
 
@@ -173,6 +176,7 @@ tide_tensor * tide_tensor_from_blob(void * data, int32_t ndim, const int64_t * s
     if (!strides) span = n;
     s->nbytes = (size_t)(n ? span : 0) * tide_dtype_size(dtype);
     t->nelem  = n;
+    if (TIDE_UNLIKELY(tide_capture != NULL)) tide_graph_on_const(t);
     return t;
 }
 
@@ -180,6 +184,7 @@ tide_tensor * tide_tensor_from_doubles(const double * data, int32_t ndim, const 
     tide_tensor * t = tide_tensor_empty(ndim, sizes, dtype, (tide_device){TIDE_DEVICE_CPU, -1});
     if (!t) return NULL;
     tide_convert(t->storage->data, dtype, 1, data, TIDE_DTYPE_F64, 1, t->nelem);
+    if (TIDE_UNLIKELY(tide_capture != NULL)) tide_graph_on_const(t);
     return t;
 }
 
@@ -200,6 +205,7 @@ size_t tide_tensor_nbytes(const tide_tensor * t) { return (size_t)t->nelem * tid
 tide_status tide_tensor_wait(tide_tensor * t) { return tide_engine_wait_storage(t->storage); }
 
 void * tide_tensor_data(tide_tensor * t) {
+    if (TIDE_UNLIKELY(tide_capture != NULL)) return tide_graph_on_read("a data pointer (data_ptr)"), NULL;
     if (tide_tensor_wait(t) != TIDE_OK) return NULL;
     return tide_tensor_ptr(t);
 }
@@ -217,6 +223,7 @@ tide_status tide_tensor_get(tide_tensor * t, int64_t i, double * out) {
     if (i < 0 || i >= t->nelem)
         return tide_error_set(TIDE_E_INDEX, "item: index %lld is out of range for %lld elements",
                               (long long)i, (long long)t->nelem);
+    if (TIDE_UNLIKELY(tide_capture != NULL)) return tide_graph_on_read("item()");
     TIDE_CHECK(tide_tensor_wait(t));
     size_t es = tide_dtype_size(t->dtype_id);
     *out = tide_load_double((char *)t->storage->data + element_offset(t, i) * (int64_t)es, t->dtype_id);
@@ -224,6 +231,7 @@ tide_status tide_tensor_get(tide_tensor * t, int64_t i, double * out) {
 }
 
 tide_status tide_tensor_to_doubles(tide_tensor * t, double * out) {
+    if (TIDE_UNLIKELY(tide_capture != NULL)) return tide_graph_on_read("totable() (or printing)");
     TIDE_CHECK(tide_tensor_wait(t));
     size_t es = tide_dtype_size(t->dtype_id);
     if (tide_tensor_is_contiguous(t)) {
@@ -250,6 +258,7 @@ static tide_tensor * new_view(tide_tensor * t, int32_t ndim, const int64_t * siz
         memcpy(v->strides, strides, (size_t)ndim * sizeof *strides);
     }
     tide_tensor_finish(v);
+    if (TIDE_UNLIKELY(tide_capture != NULL)) tide_graph_on_view(t, v, kind, ints, n);
     if (TIDE_UNLIKELY(tide_needs_grad(t))) return tide_autograd_view(t, v, kind, ints, n);
     return v;
 }

@@ -6,6 +6,7 @@
  * with their kernels. No kernel code and no per-op special cases here.
  */
 #include "../autograd/grad.h"
+#include "../graph/graph.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -451,6 +452,7 @@ tide_status tide_op_call(int32_t op, tide_tensor * const * inputs, int32_t n_in,
         return st;
     }
     for (int32_t i = 0; i < c.n_out; i++) outputs[i] = c.out[i];   /* the caller's reference */
+    if (TIDE_UNLIKELY(tide_capture != NULL)) tide_graph_on_op(&c, out);   /* before autograd saves aliases of it */
     if (grad && (st = tide_autograd_record(&c, out)) != TIDE_OK) {
         for (int32_t i = 0; i < c.n_out; i++) tide_tensor_release(outputs[i]), outputs[i] = NULL;
         return st;

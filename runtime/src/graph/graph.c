@@ -1,0 +1,480 @@
+/*
+ * graph.c - captured graphs: recording what a thread's ops, views and
+ * autograd do between tide_graph_capture_begin and _end, and replaying the
+ * recording on new arguments without the code that made it. Replay issues
+ * each node through tide_op_call, so the engine schedules it as any op
+ * (asynchronously, independent branches in parallel). Optimisation passes
+ * over the recording belong in pass_*.c files, not here.
+ */
+#include "graph.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+_Thread_local tide_graph * tide_capture;
+static atomic_int          capture_counter;
+
+static void fail(tide_graph * g, tide_status st, const char * msg) {
+    if (g->error != TIDE_OK) return;
+    g->error = st;
+    snprintf(g->error_msg, sizeof g->error_msg, "%s", msg);
+}
+
+/* -- the pointer -> value map (capture only) --------------------------------------------------- */
+
+static uint64_t hash_ptr(const void * p) {
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return x;
+}
+
+static int32_t map_get(const tide_graph * g, const tide_tensor * t) {
+    if (!g->cap_map) return -1;
+    for (uint64_t i = hash_ptr(t) & (uint64_t)(g->cap_map - 1);; i = (i + 1) & (uint64_t)(g->cap_map - 1)) {
+        if (!g->keys[i]) return -1;
+        if (g->keys[i] == t) return g->ids[i];
+    }
+}
+
+static bool map_put(tide_graph * g, tide_tensor * t, int32_t id) {
+    if (2 * (g->n_map + 1) > g->cap_map) {
+        int32_t        cap  = g->cap_map ? 2 * g->cap_map : 256;
+        tide_tensor ** keys = calloc((size_t)cap, sizeof *keys);
+        int32_t *      ids  = calloc((size_t)cap, sizeof *ids);
+        if (!keys || !ids) {
+            free(keys), free(ids);
+            return false;
+        }
+        tide_tensor ** old_keys = g->keys;
+        int32_t *      old_ids = g->ids, old_cap = g->cap_map;
+        g->keys = keys, g->ids = ids, g->cap_map = cap, g->n_map = 0;
+        for (int32_t i = 0; i < old_cap; i++)
+            if (old_keys[i]) map_put(g, old_keys[i], old_ids[i]);
+        free(old_keys), free(old_ids);
+    }
+    uint64_t i = hash_ptr(t) & (uint64_t)(g->cap_map - 1);
+    while (g->keys[i] && g->keys[i] != t) i = (i + 1) & (uint64_t)(g->cap_map - 1);
+    if (!g->keys[i]) g->n_map++;
+    g->keys[i] = t;
+    g->ids[i]  = id;
+    return true;
+}
+
+/* -- values and nodes ------------------------------------------------------------------------- */
+
+static int32_t new_value(tide_graph * g, int32_t kind, tide_tensor * t) {
+    if (g->n_values == g->cap_values) {
+        int32_t       cap = g->cap_values ? 2 * g->cap_values : 64;
+        tide_gvalue * v   = realloc(g->values, (size_t)cap * sizeof *v);
+        if (!v) return -1;
+        g->values = v, g->cap_values = cap;
+    }
+    tide_gvalue * v = &g->values[g->n_values];
+    memset(v, 0, sizeof *v);
+    v->kind  = kind;
+    v->node  = -1;
+    v->arg   = -1;
+    v->ndim  = t->ndim;
+    v->dtype = t->dtype_id;
+    v->dev   = t->dev;
+    memcpy(v->sizes, t->sizes, sizeof v->sizes);
+    v->t = t;
+    tide_tensor_retain(t);
+    if (!map_put(g, t, g->n_values)) {
+        tide_tensor_release(t);
+        return -1;
+    }
+    return g->n_values++;
+}
+
+/* The value of a tensor an op reads: known, or an external input (or, when
+ * it was made during this capture by something that recorded nothing, an
+ * empty tensor: what tide_tensor_empty gives). */
+static int32_t value_of(tide_graph * g, tide_tensor * t);
+
+static tide_gnode * new_node(tide_graph * g, int32_t kind, int32_t op) {
+    if (g->n_nodes == g->cap_nodes) {
+        int32_t      cap = g->cap_nodes ? 2 * g->cap_nodes : 64;
+        tide_gnode * n   = realloc(g->nodes, (size_t)cap * sizeof *n);
+        if (!n) return NULL;
+        g->nodes = n, g->cap_nodes = cap;
+    }
+    tide_gnode * n = &g->nodes[g->n_nodes++];
+    memset(n, 0, sizeof *n);
+    n->kind    = kind;
+    n->op      = op;
+    n->grad_on = !tide_grad_off;
+    n->into    = -1;
+    n->p.dtype = -1;
+    return n;
+}
+
+static int32_t value_of(tide_graph * g, tide_tensor * t) {
+    int32_t id = map_get(g, t);
+    if (id >= 0) return id;
+    if (t->capture_id == (int32_t)g->serial) {   /* made here, outside any op: tide_tensor_empty */
+        id = new_value(g, TIDE_GV_NODE, t);
+        tide_gnode * n = id >= 0 ? new_node(g, TIDE_GN_EMPTY, -1) : NULL;
+        if (!n) return -1;
+        n->n_out = 1;
+        n->out[0] = id;
+        g->values[id].node = g->n_nodes - 1;
+        return id;
+    }
+    return new_value(g, TIDE_GV_EXTERN, t);
+}
+
+#define OOM(g) fail((g), TIDE_E_OOM, "jit capture: out of memory recording the graph")
+
+void tide_graph_on_op(const tide_opcall * c, tide_tensor * out) {
+    tide_graph * g = tide_capture;
+    if (g->error != TIDE_OK) return;
+    int32_t ins[TIDE_OP_MAX_IN];
+    for (int32_t i = 0; i < c->n_in; i++)
+        if ((ins[i] = value_of(g, c->in[i])) < 0) return OOM(g);
+    int32_t into = out ? value_of(g, out) : -1;
+    if (out && into < 0) return OOM(g);
+    tide_gnode * n = new_node(g, TIDE_GN_OP, c->op);
+    if (!n) return OOM(g);
+    int32_t self = g->n_nodes - 1;
+    n->n_in = c->n_in;
+    memcpy(n->in, ins, sizeof ins);
+    n->p    = c->p;
+    n->into = into;
+    if (out) return;
+    n->n_out = c->n_out;
+    for (int32_t i = 0; i < c->n_out; i++) {
+        int32_t id = new_value(g, TIDE_GV_NODE, c->out[i]);
+        if (id < 0) return OOM(g);
+        g->values[id].node = self;
+        g->nodes[self].out[i] = id;   /* new_value may not move nodes, but keep one way of writing */
+    }
+}
+
+void tide_graph_on_view(tide_tensor * src, tide_tensor * v, int32_t kind, const int64_t * ints, int32_t n_ints) {
+    tide_graph * g = tide_capture;
+    if (g->error != TIDE_OK) return;
+    int32_t in = value_of(g, src);
+    if (in < 0) return OOM(g);
+    tide_gnode * n = new_node(g, TIDE_GN_VIEW, kind);
+    if (!n) return OOM(g);
+    int32_t self = g->n_nodes - 1;
+    n->n_in  = 1;
+    n->in[0] = in;
+    if (kind == TIDE_VIEW_STRIDED) {   /* sizes, strides, and the offset from the source's */
+        n->p.n_ints = 2 * v->ndim + 1;
+        for (int32_t i = 0; i < v->ndim; i++) n->p.ints[i] = v->sizes[i], n->p.ints[v->ndim + i] = v->strides[i];
+        n->p.ints[2 * v->ndim] = v->offset - src->offset;
+        n->p.keepdim           = v->ndim;
+    } else {
+        n->p.n_ints = n_ints;
+        for (int32_t i = 0; i < n_ints; i++) n->p.ints[i] = ints[i];
+    }
+    int32_t id = new_value(g, TIDE_GV_NODE, v);
+    if (id < 0) return OOM(g);
+    g->values[id].node  = self;
+    g->nodes[self].n_out = 1;
+    g->nodes[self].out[0] = id;
+}
+
+void tide_graph_on_const(tide_tensor * t) {
+    tide_graph * g = tide_capture;
+    if (g->error == TIDE_OK && new_value(g, TIDE_GV_CONST, t) < 0) OOM(g);
+}
+
+void tide_graph_on_set_grad(tide_tensor * leaf, tide_tensor * grad) {
+    tide_graph * g = tide_capture;
+    if (g->error != TIDE_OK) return;
+    int32_t l = value_of(g, leaf), v = grad ? value_of(g, grad) : -1;
+    if (l < 0 || (grad && v < 0)) return OOM(g);
+    tide_gnode * n = new_node(g, TIDE_GN_SET_GRAD, -1);
+    if (!n) return OOM(g);
+    n->n_in  = grad ? 2 : 1;
+    n->in[0] = l;
+    n->in[1] = v;
+}
+
+tide_status tide_graph_on_read(const char * what) {
+    tide_graph * g = tide_capture;
+    char msg[512];
+    snprintf(msg, sizeof msg, "jit capture: %s reads a tensor's value while the function is being captured, "
+             "and a replay could not read it again; compute with tensors instead (tide.where, masks), or pass "
+             "the value as a static argument", what);
+    fail(g, TIDE_E_VALUE, msg);
+    return tide_error_set(TIDE_E_VALUE, "%s", msg);
+}
+
+/* -- the public API --------------------------------------------------------------------------- */
+
+tide_graph * tide_graph_capture_begin(void) {
+    if (tide_capture) {
+        tide_error_set(TIDE_E_VALUE, "jit capture: this thread is already capturing a graph");
+        return NULL;
+    }
+    tide_graph * g = calloc(1, sizeof *g);
+    if (!g) {
+        tide_error_set(TIDE_E_OOM, "jit capture: out of memory");
+        return NULL;
+    }
+    int32_t serial = atomic_fetch_add(&capture_counter, 1) + 1;
+    if (serial <= 0) serial = 1;   /* after 2^31 captures: an old tensor could be taken for new; harmless */
+    g->serial    = (uint64_t)serial;
+    g->capturing = 1;
+    tide_capture = g;
+    return g;
+}
+
+tide_status tide_graph_add_arg(tide_graph * g, tide_tensor * t) {
+    if (!g->capturing) return tide_error_set(TIDE_E_VALUE, "jit capture: arguments are added while capturing");
+    int32_t id = map_get(g, t);
+    if (id >= 0 && !(g->values[id].kind == TIDE_GV_CONST && t->capture_id == (int32_t)g->serial))
+        return tide_error_set(TIDE_E_VALUE, "jit capture: argument %d is the same tensor as an earlier one; pass "
+                              "it once", g->n_args + 1);
+    if (id >= 0) g->values[id].kind = TIDE_GV_ARG;   /* a host number the caller just wrapped */
+    else id = new_value(g, TIDE_GV_ARG, t);
+    if (id < 0) return tide_error_set(TIDE_E_OOM, "jit capture: out of memory");
+    g->values[id].arg = g->n_args++;
+    return TIDE_OK;
+}
+
+tide_status tide_graph_add_output(tide_graph * g, tide_tensor * t) {
+    int32_t id = map_get(g, t);
+    if (id < 0) {   /* a tensor the function returns without having made or read it */
+        id = new_value(g, TIDE_GV_EXTERN, t);
+        if (id < 0) return tide_error_set(TIDE_E_OOM, "jit capture: out of memory");
+    }
+    if (g->n_outputs == g->cap_outputs) {
+        int32_t   cap = g->cap_outputs ? 2 * g->cap_outputs : 8;
+        int32_t * o   = realloc(g->outputs, (size_t)cap * sizeof *o);
+        if (!o) return tide_error_set(TIDE_E_OOM, "jit capture: out of memory");
+        g->outputs = o, g->cap_outputs = cap;
+    }
+    g->outputs[g->n_outputs++] = id;
+    return TIDE_OK;
+}
+
+tide_status tide_graph_set_origin(tide_graph * g, const char * where) {
+    for (int32_t i = g->n_origin; i < g->n_nodes; i++)
+        snprintf(g->nodes[i].origin, sizeof g->nodes[i].origin, "%s", where);
+    g->n_origin = g->n_nodes;
+    return TIDE_OK;
+}
+
+/* Whether value id is still needed after capture: an output, a gradient set on a leaf. */
+static bool kept(const tide_graph * g, int32_t id) {
+    for (int32_t i = 0; i < g->n_outputs; i++)
+        if (g->outputs[i] == id) return true;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].kind == TIDE_GN_SET_GRAD && g->nodes[i].n_in == 2 && g->nodes[i].in[1] == id) return true;
+    return false;
+}
+
+tide_status tide_graph_capture_end(tide_graph * g, char * leaks, size_t n_leaks) {
+    if (tide_capture != g) return tide_error_set(TIDE_E_VALUE, "jit capture: this thread is not capturing that graph");
+    tide_capture = NULL;
+    g->capturing = 0;
+    tide_status st = tide_sync();   /* the engine lets go of what it held for the captured ops */
+    if (g->error != TIDE_OK) st = g->error;
+    /* Tensors made during capture that someone besides the graph still holds, and that are
+     * neither returned nor gradients: a replay makes new ones, and the held ones go stale. */
+    size_t used = 0;
+    if (leaks && n_leaks) leaks[0] = 0;
+    for (int32_t id = 0; id < g->n_values; id++) {
+        tide_gvalue * v = &g->values[id];
+        if (v->kind == TIDE_GV_ARG) {   /* replay binds new ones: the graph does not keep these alive */
+            tide_tensor_release(v->t);
+            v->t = NULL;
+        }
+        if (v->kind != TIDE_GV_NODE || !v->t) continue;
+        bool held = __atomic_load_n(&v->t->refcount, __ATOMIC_ACQUIRE) > 1;
+        if (held && !kept(g, id) && leaks && used + 1 < n_leaks) {
+            const tide_gnode * n = &g->nodes[v->node];
+            char shape[128];
+            used += (size_t)snprintf(leaks + used, n_leaks - used, "%s%s %s made by '%s' at %s",
+                                     used ? "; " : "", tide_dtype_name(v->dtype),
+                                     tide_dims_str(v->ndim, v->sizes, shape, sizeof shape),
+                                     n->kind == TIDE_GN_OP ? tide_op_name(n->op)
+                                     : n->kind == TIDE_GN_EMPTY ? "empty" : "a view",
+                                     n->origin[0] ? n->origin : "?");
+            if (used >= n_leaks) used = n_leaks - 1;
+        }
+        tide_tensor_release(v->t);
+        v->t = NULL;
+    }
+    free(g->keys), free(g->ids);
+    g->keys = NULL, g->ids = NULL, g->cap_map = g->n_map = 0;
+    if (st != TIDE_OK) return tide_error_set(st, "%s", g->error != TIDE_OK ? g->error_msg : tide_last_error());
+    return TIDE_OK;
+}
+
+void tide_graph_release(tide_graph * g) {
+    if (!g) return;
+    if (tide_capture == g) tide_capture = NULL;
+    for (int32_t id = 0; id < g->n_values; id++) tide_tensor_release(g->values[id].t);
+    free(g->values), free(g->nodes), free(g->outputs), free(g->keys), free(g->ids), free(g->text);
+    free(g);
+}
+
+int32_t tide_graph_num_nodes(const tide_graph * g) { return g->n_nodes; }
+int32_t tide_graph_num_outputs(const tide_graph * g) { return g->n_outputs; }
+int32_t tide_graph_num_args(const tide_graph * g) { return g->n_args; }
+
+/* -- replay ------------------------------------------------------------------------------------ */
+
+static tide_tensor * replay_view(const tide_gnode * n, tide_tensor * src) {
+    const int64_t * a = n->p.ints;
+    switch (n->op) {
+    case TIDE_VIEW_PERMUTE: return tide_tensor_permute(src, n->p.n_ints, a);
+    case TIDE_VIEW_SLICE:
+        return a[3] == 0 ? tide_tensor_select(src, (int32_t)a[0], a[1])
+                         : tide_tensor_slice(src, (int32_t)a[0], a[1], a[2], a[3]);
+    case TIDE_VIEW_STRIDED: {
+        int32_t nd = n->p.keepdim;
+        return tide_tensor_as_strided(src, nd, a, a + nd, src->offset + a[2 * nd]);
+    }
+    default: return NULL;
+    }
+}
+
+tide_status tide_graph_replay(tide_graph * g, tide_tensor * const * args, int32_t n_args, tide_tensor ** outputs) {
+    if (g->capturing) return tide_error_set(TIDE_E_VALUE, "jit replay: the graph is still being captured");
+    if (n_args != g->n_args)
+        return tide_error_set(TIDE_E_VALUE, "jit replay: the graph takes %d tensor arguments, %d given", g->n_args,
+                              n_args);
+    tide_tensor ** t = calloc((size_t)(g->n_values > 0 ? g->n_values : 1), sizeof *t);
+    if (!t) return tide_error_set(TIDE_E_OOM, "jit replay: out of memory");
+    tide_status st = TIDE_OK;
+    for (int32_t id = 0; id < g->n_values && st == TIDE_OK; id++) {
+        const tide_gvalue * v = &g->values[id];
+        if (v->kind == TIDE_GV_EXTERN || v->kind == TIDE_GV_CONST) {
+            t[id] = v->t;
+            tide_tensor_retain(t[id]);
+        } else if (v->kind == TIDE_GV_ARG) {
+            tide_tensor * a = args[v->arg];
+            if (a->ndim != v->ndim || a->dtype_id != v->dtype || memcmp(a->sizes, v->sizes, (size_t)v->ndim * 8) ||
+                a->dev.type != v->dev.type || a->dev.index != v->dev.index) {
+                char x[128], y[128];
+                st = tide_error_set(TIDE_E_SHAPE, "jit replay: argument %d is %s %s but the graph was captured "
+                                    "for %s %s", v->arg + 1, tide_dtype_name(a->dtype_id),
+                                    tide_shape_str(a, x, sizeof x), tide_dtype_name(v->dtype),
+                                    tide_dims_str(v->ndim, v->sizes, y, sizeof y));
+                break;
+            }
+            t[id] = a;
+            tide_tensor_retain(a);
+        }
+    }
+    int32_t off = tide_grad_off;
+    for (int32_t i = 0; i < g->n_nodes && st == TIDE_OK; i++) {
+        const tide_gnode * n = &g->nodes[i];
+        tide_grad_off = !n->grad_on;
+        tide_tensor * in[TIDE_OP_MAX_IN], * out[TIDE_OP_MAX_OUT] = {0};
+        for (int32_t k = 0; k < n->n_in; k++) in[k] = n->in[k] >= 0 ? t[n->in[k]] : NULL;
+        switch (n->kind) {
+        case TIDE_GN_OP:
+            st = tide_op_call(n->op, in, n->n_in, &n->p, out, n->into >= 0 ? t[n->into] : NULL);
+            if (st != TIDE_OK) break;
+            if (n->into >= 0) {
+                tide_tensor_release(out[0]);
+                break;
+            }
+            for (int32_t k = 0; k < n->n_out; k++) t[n->out[k]] = out[k];
+            break;
+        case TIDE_GN_VIEW: {
+            const tide_gvalue * v = &g->values[n->out[0]];
+            tide_tensor *       r;
+            if (n->op == TIDE_VIEW_ALIAS)
+                r = tide_tensor_detach(in[0]);
+            else if (n->op == TIDE_VIEW_RESHAPE)
+                r = tide_tensor_view(in[0], v->ndim, v->sizes);
+            else if (n->op == TIDE_VIEW_EXPAND)
+                r = tide_tensor_expand(in[0], v->ndim, v->sizes);
+            else
+                r = replay_view(n, in[0]);
+            if (!r) st = tide_last_error()[0] ? TIDE_E_SHAPE : TIDE_E_INTERNAL;
+            t[n->out[0]] = r;
+            break;
+        }
+        case TIDE_GN_EMPTY: {
+            const tide_gvalue * v = &g->values[n->out[0]];
+            t[n->out[0]] = tide_tensor_empty(v->ndim, v->sizes, v->dtype, v->dev);
+            if (!t[n->out[0]]) st = TIDE_E_OOM;
+            break;
+        }
+        case TIDE_GN_SET_GRAD: {
+            tide_tensor * old = in[0]->ag_grad;
+            in[0]->ag_grad    = n->n_in == 2 ? in[1] : NULL;
+            if (in[0]->ag_grad) tide_tensor_retain(in[0]->ag_grad);
+            tide_tensor_release(old);
+            break;
+        }
+        }
+        if (st != TIDE_OK && n->origin[0]) {
+            char msg[1024];
+            snprintf(msg, sizeof msg, "%s (replaying the op captured at %s)", tide_last_error(), n->origin);
+            tide_error_set(st, "%s", msg);
+        }
+    }
+    tide_grad_off = off;
+    for (int32_t i = 0; i < g->n_outputs && st == TIDE_OK; i++) {
+        outputs[i] = t[g->outputs[i]];
+        tide_tensor_retain(outputs[i]);
+    }
+    for (int32_t id = 0; id < g->n_values; id++) tide_tensor_release(t[id]);
+    free(t);
+    return st;
+}
+
+/* -- description ------------------------------------------------------------------------------ */
+
+typedef struct {
+    char * s;
+    size_t cap, used;
+} text;
+
+static void put(text * t, const char * fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(text * t, const char * fmt, ...) {
+    if (t->used + 1 >= t->cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(t->s + t->used, t->cap - t->used, fmt, ap);
+    va_end(ap);
+    if (n > 0) t->used = t->used + (size_t)n < t->cap ? t->used + (size_t)n : t->cap - 1;
+}
+
+const char * tide_graph_describe(tide_graph * g) {
+    size_t cap = 256 + (size_t)(g->n_nodes + g->n_values + g->n_outputs) * 192;
+    char * s   = realloc(g->text, cap);
+    if (!s) return "";
+    g->text  = s;
+    text out = {s, cap, 0};
+    s[0]     = 0;
+    static const char * kinds[] = {"extern", "arg", "node", "const"};
+    for (int32_t id = 0; id < g->n_values; id++) {
+        const tide_gvalue * v = &g->values[id];
+        if (v->kind == TIDE_GV_NODE) continue;
+        char shape[128];
+        if (v->kind == TIDE_GV_ARG) put(&out, "%%%d = arg %d %s %s\n", id, v->arg + 1, tide_dtype_name(v->dtype),
+                                        tide_dims_str(v->ndim, v->sizes, shape, sizeof shape));
+        else put(&out, "%%%d = %s %s %s\n", id, kinds[v->kind], tide_dtype_name(v->dtype),
+                 tide_dims_str(v->ndim, v->sizes, shape, sizeof shape));
+    }
+    static const char * views[] = {"?", "view", "permute", "expand", "slice", "as_strided", "alias"};
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const tide_gnode * n = &g->nodes[i];
+        const char * name = n->kind == TIDE_GN_OP ? tide_op_name(n->op)
+                          : n->kind == TIDE_GN_VIEW ? views[-n->op]
+                          : n->kind == TIDE_GN_EMPTY ? "empty" : "set_grad";
+        if (n->into >= 0) put(&out, "%%%d <- ", n->into);
+        for (int32_t k = 0; k < n->n_out; k++) put(&out, "%s%%%d", k ? ", " : "", n->out[k]);
+        put(&out, "%s%s(", n->n_out ? " = " : "", name);
+        for (int32_t k = 0; k < n->n_in; k++) put(&out, "%s%%%d", k ? ", " : "", n->in[k]);
+        put(&out, ")%s%s\n", n->origin[0] ? "  -- " : "", n->origin);
+    }
+    put(&out, "return");
+    for (int32_t i = 0; i < g->n_outputs; i++) put(&out, "%s%%%d", i ? ", " : " ", g->outputs[i]);
+    return s;
+}

@@ -1,0 +1,80 @@
+/*
+ * graph.h - what the capture hooks and the graph files share: the recorded
+ * graph (values and nodes, in the order the captured code ran them) and the
+ * thread-local capture that op calls, views and autograd report to.
+ * Replay and passes work on this structure; nothing here touches data.
+ */
+#ifndef TIDE_GRAPH_H
+#define TIDE_GRAPH_H
+
+#include "../core/internal.h"
+
+/* Where a value comes from. */
+enum {
+    TIDE_GV_EXTERN = 0,   /* a tensor that existed before capture: bound by reference (retained) */
+    TIDE_GV_ARG    = 1,   /* argument `arg` of the compiled function: bound anew at each replay */
+    TIDE_GV_NODE   = 2,   /* made by node `node` */
+    TIDE_GV_CONST  = 3    /* made during capture from host data (tide.tensor{...}): kept (retained) */
+};
+
+typedef struct tide_gvalue {
+    int32_t       kind;
+    int32_t       arg;          /* TIDE_GV_ARG */
+    int32_t       node;         /* TIDE_GV_NODE: the node that made it */
+    int32_t       ndim, dtype;
+    tide_device   dev;
+    int64_t       sizes[TIDE_MAX_DIMS];
+    tide_tensor * t;            /* EXTERN, CONST: retained; NODE: the captured tensor, retained until capture ends */
+} tide_gvalue;
+
+/* What a node does. */
+enum {
+    TIDE_GN_OP       = 0,   /* a registry op: in -> out, or into value `into` in place */
+    TIDE_GN_VIEW     = 1,   /* a view of in[0]: kind in op (TIDE_VIEW_*), args in p.ints */
+    TIDE_GN_EMPTY    = 2,   /* a new tensor with undefined contents (tide_tensor_empty) */
+    TIDE_GN_SET_GRAD = 3    /* leaf in[0] gets gradient in[1] (n_in 1: none) */
+};
+
+typedef struct tide_gnode {
+    int32_t        kind;
+    int32_t        op;                   /* registry op id, or view kind */
+    int32_t        grad_on;              /* grad mode when it was captured */
+    int32_t        n_in, n_out;
+    int32_t        in[TIDE_OP_MAX_IN];   /* value ids */
+    int32_t        out[TIDE_OP_MAX_OUT]; /* value ids it makes */
+    int32_t        into;                 /* value id written in place, or -1 */
+    tide_op_params p;
+    char           origin[96];           /* the Lua line that ran it ("" if unknown) */
+} tide_gnode;
+
+struct tide_graph {
+    tide_gvalue *  values;
+    int32_t        n_values, cap_values;
+    tide_gnode *   nodes;
+    int32_t        n_nodes, cap_nodes, n_origin;   /* nodes before n_origin have their origin set */
+    int32_t        n_args;
+    int32_t *      outputs;                        /* value ids */
+    int32_t        n_outputs, cap_outputs;
+    /* capture only: tensor pointer -> value id (open addressing) */
+    tide_tensor ** keys;
+    int32_t *      ids;
+    int32_t        cap_map, n_map;
+    tide_status    error;                          /* the first capture failure */
+    char           error_msg[1024];
+    uint64_t       serial;                         /* tensors made while capturing carry it */
+    int32_t        capturing;
+    char *         text;                           /* tide_graph_describe's buffer */
+};
+
+/* The capture running on this thread, or NULL: every hook tests it first. */
+extern _Thread_local struct tide_graph * tide_capture;
+
+/* Hooks, called only while tide_capture is set. */
+TIDE_INTERNAL void tide_graph_on_op(const tide_opcall * c, tide_tensor * out);
+TIDE_INTERNAL void tide_graph_on_view(tide_tensor * src, tide_tensor * v, int32_t kind, const int64_t * ints, int32_t n);
+TIDE_INTERNAL void tide_graph_on_const(tide_tensor * t);
+TIDE_INTERNAL void tide_graph_on_set_grad(tide_tensor * leaf, tide_tensor * g);
+/* A value read (item, totable, data pointers) during capture: fails, with the message set. */
+TIDE_INTERNAL tide_status tide_graph_on_read(const char * what);
+
+#endif /* TIDE_GRAPH_H */

@@ -1,0 +1,181 @@
+-- tide.jit: captured training steps give the eager results bit for bit,
+-- recapture and its explanation, the errors of what cannot be captured,
+-- numbers as graph inputs, static arguments, state bound by reference.
+local tide = require "tide"
+local H = require "spec.helpers"
+local nn, F = tide.nn, tide.nn.functional
+
+-- Runs `steps` training steps of a fresh model from `build`, eagerly or
+-- compiled, from the same seed; returns the losses and the final parameters.
+local function train(build, data, compiled)
+  tide.manual_seed(42)
+  local model, opt = build()
+  local function step(x, y)
+    local loss = F.cross_entropy(model(x), y)
+    opt:zero_grad()
+    loss:backward()
+    opt:step()
+    return loss
+  end
+  local f = compiled and tide.jit.compile(step) or step
+  local losses = {}
+  for i, d in ipairs(data) do losses[i] = f(d[1], d[2]):item() end
+  local params = {}
+  for i, p in ipairs(model:parameters()) do params[i] = p:clone() end
+  return losses, params, f
+end
+
+local function batches(n, shape, classes)
+  tide.manual_seed(7)
+  local data = {}
+  for i = 1, n do data[i] = { tide.randn(shape), tide.randint(1, classes + 1, { shape[1] }) } end
+  return data
+end
+
+local function same_training(build, data)
+  local l1, p1 = train(build, data, false)
+  local l2, p2, f = train(build, data, true)
+  assert.are.same(l1, l2)
+  for i = 1, #p1 do assert.are.equal(0, (p1[i] - p2[i]):abs():max():item(), "parameter " .. i) end
+  return f
+end
+
+describe("jit.compile", function()
+  it("replays an MLP training step with the eager results, bit for bit, over 20 steps", function()
+    local f = same_training(function()
+      local m = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+      return m, tide.optim.Adam(m:parameters(), { lr = 1e-2 })
+    end, batches(20, { 5, 8 }, 4))
+    local s = f:stats()
+    assert.are.equal(1, s.captures)
+    assert.are.equal(18, s.replays)   -- one eager warm-up call, one capture
+    assert.is_true(s.graphs[1].nodes > 50)
+  end)
+
+  it("replays a CNN step with dropout and batch norm (fresh random numbers each replay)", function()
+    same_training(function()
+      local m = nn.Sequential(nn.Conv2d(1, 4, 3, { padding = 1 }), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Dropout(0.3), nn.Linear(4 * 4 * 4, 3))
+      return m, tide.optim.SGD(m:parameters(), { lr = 0.1, momentum = 0.9 })
+    end, batches(20, { 6, 1, 8, 8 }, 3))
+  end)
+
+  it("replays a transformer encoder layer step", function()
+    same_training(function()
+      local enc = nn.TransformerEncoderLayer(8, 2, { dim_feedforward = 16, dropout = 0.1, batch_first = true })
+      local m = nn.Sequential(enc, nn.Flatten(), nn.Linear(4 * 8, 3))
+      return m, tide.optim.AdamW(m:parameters(), { lr = 1e-3 })
+    end, batches(20, { 2, 4, 8 }, 3))
+  end)
+
+  it("updates the Lua-visible parameters in place, and sets their gradients", function()
+    local m = nn.Linear(3, 1)
+    local w = m.weight
+    local opt = tide.optim.SGD(m:parameters(), { lr = 0.1 })
+    local step = tide.jit.compile(function(x)
+      local loss = m(x):sum()
+      opt:zero_grad()
+      loss:backward()
+      opt:step()
+      return loss
+    end)
+    local x = tide.ones(2, 3)
+    local before = w:clone()
+    for _ = 1, 4 do step(x) end
+    assert.are.equal(w, m.weight)                        -- the same tensor, not a copy
+    H.close(m.weight, before - 0.4 * 2, 1e-5, 1e-6)      -- d(sum)/dw = 2 per element, 4 steps of 0.1
+    H.close(w.grad, { { 2, 2, 2 } })
+  end)
+
+  it("recaptures for a new shape and says why", function()
+    local f = tide.jit.compile(function(x) return x * 2 end, { warmup = 0 })
+    H.close(f(tide.ones(2)), { 2, 2 })
+    H.close(f(tide.ones(3)), { 2, 2, 2 })
+    H.close(f(tide.ones(3)), { 2, 2, 2 })
+    assert.are.equal(2, f:stats().captures)
+    assert.are.equal(1, f:stats().replays)
+    assert.are.equal("capture 1: first call with this signature: float32 cpu [2]\n" ..
+      "capture 2: new signature: argument 1 changed from float32 cpu [2] to float32 cpu [3]; shapes that keep " ..
+      "changing recapture every time: pad or bucket them, or run eagerly", f:explain())
+  end)
+
+  it("makes Lua numbers inputs of the graph, and bakes static ones in", function()
+    local f = tide.jit.compile(function(x, a) return x * a end, { warmup = 0 })
+    H.close(f(tide.ones(2), 3), { 3, 3 })
+    H.close(f(tide.ones(2), 5), { 5, 5 })
+    assert.are.equal(1, f:stats().captures)
+    local g = tide.jit.compile(function(x, a) return x * a end, { warmup = 0, static = { 2 } })
+    H.close(g(tide.ones(2), 3), { 3, 3 })
+    H.close(g(tide.ones(2), 5), { 5, 5 })
+    assert.are.equal(2, g:stats().captures)
+  end)
+
+  it("refuses to read a value during capture, naming the line", function()
+    local f = tide.jit.compile(function(x)
+      if x:sum():item() > 0 then return x end
+      return -x
+    end, { warmup = 0 })
+    local line = debug.getinfo(1, "l").currentline - 3
+    local ok, err = pcall(f, tide.ones(2))
+    assert.is_false(ok)
+    assert.matches("jit_spec.lua:" .. line .. ": jit capture: item%(%) reads a tensor's value while the function is " ..
+      "being captured", err)
+    assert.matches("tide.where", err)
+  end)
+
+  it("refuses math.random and io during capture, and restores them", function()
+    local f = tide.jit.compile(function(x) return x * math.random() end, { warmup = 0 })
+    assert.has_error(function() f(tide.ones(2)) end, "jit capture: math.random draws in Lua; use " ..
+      "tide.rand/randn/randint inside the function, which a replay could not do again; do it outside the " ..
+      "compiled function")
+    assert.is_number(math.random())
+  end)
+
+  it("warns about tensors made during capture and kept without being returned", function()
+    local kept = {}
+    local f = tide.jit.compile(function(x)
+      kept.t = x + 1
+      return x * 2
+    end, { warmup = 0 })
+    f(tide.ones(2))
+    assert.matches("warning: tensors made during capture are still held but not returned %(a replay will not " ..
+      "update them%): float32 %[2%] made by 'add' at .*jit_spec.lua:%d+", f:explain())
+  end)
+
+  it("returns several tensors and tables of tensors", function()
+    local f = tide.jit.compile(function(x) return x + 1, { a = x * 2, b = x:sum() } end, { warmup = 0 })
+    for _ = 1, 2 do
+      local y, t = f(tide.ones(2))
+      H.close(y, { 2, 2 })
+      H.close(t.a, { 2, 2 })
+      H.close(t.b, 2)
+    end
+    local g = tide.jit.compile(function(x) return x:sum():item() end, { warmup = 0 })
+    assert.has_error(function() g(tide.ones(2)) end)
+    local h = tide.jit.compile(function(x) return 3 end, { warmup = 0 })
+    assert.has_error(function() h(tide.ones(2)) end, "jit capture: result 1 is a number; a replay returns tensors " ..
+      "only (return a 0-d tensor, and call :item() outside)")
+  end)
+
+  it("runs compiled functions inside compiled functions", function()
+    local inner = tide.jit.compile(function(x) return x:exp() end, { warmup = 0 })
+    inner(tide.zeros(2))   -- captured
+    local outer = tide.jit.compile(function(x) return inner(x) * 2 end, { warmup = 0 })
+    for _ = 1, 3 do H.close(outer(tide.zeros(2)), { 2, 2 }) end
+    assert.are.equal(2, outer:stats().replays)
+  end)
+
+  it("gives up capturing after max_cache signatures and runs eagerly", function()
+    local f = tide.jit.compile(function(x) return x + 1 end, { warmup = 0, max_cache = 2 })
+    for n = 1, 4 do H.close(f(tide.zeros(n)), tide.ones(n)) end
+    assert.are.equal(2, f:stats().captures)
+    assert.matches("gave up capturing after 2 signatures", f:explain())
+  end)
+
+  it("rejects bad arguments", function()
+    assert.has_error(function() tide.jit.compile(3) end, "jit.compile: argument 1 must be a function, got number")
+    assert.has_error(function() tide.jit.compile(print, { bogus = 1 }) end, "jit.compile: unknown option 'bogus'")
+    local f = tide.jit.compile(function(t) return t[1] end)
+    assert.has_error(function() f({ tide.ones(1) }) end)
+  end)
+end)
