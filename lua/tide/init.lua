@@ -327,6 +327,8 @@ function tide.memory_stats()
            allocs = tonumber(s.n_allocs), reused = tonumber(s.n_reused) }
 end
 function tide.empty_cache() C.tide_mem_empty_cache() end
+--- Starts memory_stats().peak over from the bytes in use now.
+function tide.reset_peak_memory() C.tide_mem_reset_peak() end
 
 --- The devices ops can run on: "cpu" and the separate queues "cpu:0" .. "cpu:N-1".
 function tide.devices()

@@ -399,6 +399,8 @@ typedef struct tide_mem_stats {
 
 void        tide_mem_get_stats(tide_mem_stats * out);
 void        tide_mem_empty_cache(void);
+/* Starts the peak of tide_mem_stats over from what is in use now. */
+void        tide_mem_reset_peak(void);
 
 /* A text of "key=value" lines: version, BLAS library and kernel set, SIMD
  * level, threads. Borrowed, static. */

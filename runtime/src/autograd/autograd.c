@@ -590,6 +590,7 @@ static tide_status process(const walk_req * r, tide_node * n) {
 }
 
 static tide_status walk(int32_t n_roots, tide_tensor * const * roots, tide_tensor * const * grads, walk_req * r) {
+    if (TIDE_UNLIKELY(tide_capture != NULL)) tide_graph_on_backward();
     node_list   all = {0}, ready = {0};
     tide_status st  = TIDE_OK;
     uint64_t    id  = ++walk_counter;

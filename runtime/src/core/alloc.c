@@ -215,6 +215,12 @@ void tide_mem_empty_cache(void) {
     }
 }
 
+void tide_mem_reset_peak(void) {
+    pthread_mutex_lock(&lock);
+    stats.peak_in_use = stats.bytes_in_use;
+    pthread_mutex_unlock(&lock);
+}
+
 void tide_mem_get_stats(tide_mem_stats * out) {
     pthread_mutex_lock(&lock);
     *out = stats;

@@ -329,6 +329,11 @@ static void ready(op * o) {
 }
 
 static void finish(op * o, tide_status st) {
+    /* The task lets go of its tensors before it stops counting as pending, so
+     * that after tide_sync() no tensor is held by finished work (a graph
+     * capture's check of what is still held relies on it). Its storages stay
+     * retained by o->deps until they leave the queues below. */
+    if (o->task.drop) o->task.drop(o->task.ctx);
     pthread_mutex_lock(&lock);
     if (o->live_prev) o->live_prev->live_next = o->live_next; else live = o->live_next;
     if (o->live_next) o->live_next->live_prev = o->live_prev;
@@ -343,7 +348,6 @@ static void finish(op * o, tide_status st) {
     pending_bytes -= o->held_bytes;
     pthread_cond_broadcast(&done_cond);
     pthread_mutex_unlock(&lock);
-    if (o->task.drop) o->task.drop(o->task.ctx);
     for (int32_t i = 0; i < o->n_deps; i++) tide_storage_release(o->deps[i].s);
     free(o);
 }

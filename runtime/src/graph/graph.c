@@ -197,6 +197,8 @@ void tide_graph_on_set_grad(tide_tensor * leaf, tide_tensor * grad) {
     n->in[1] = v;
 }
 
+void tide_graph_on_backward(void) { tide_capture->had_backward = 1; }
+
 tide_status tide_graph_on_read(const char * what) {
     tide_graph * g = tide_capture;
     char msg[512];
@@ -307,6 +309,16 @@ tide_status tide_graph_capture_end(tide_graph * g, char * leaks, size_t n_leaks)
     free(g->keys), free(g->ids);
     g->keys = NULL, g->ids = NULL, g->cap_map = g->n_map = 0;
     if (st != TIDE_OK) return tide_error_set(st, "%s", g->error != TIDE_OK ? g->error_msg : tide_last_error());
+    /* Replay lets go of each value after the last node that reads it, so that
+     * its memory can serve the next ones, as the collector lets eager code's go. */
+    g->last_use = malloc((size_t)(g->n_values > 0 ? g->n_values : 1) * sizeof *g->last_use);
+    if (!g->last_use) return tide_error_set(TIDE_E_OOM, "jit capture: out of memory");
+    for (int32_t id = 0; id < g->n_values; id++) g->last_use[id] = -1;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const tide_gnode * n = &g->nodes[i];
+        for (int32_t k = 0; k < n->n_in; k++) g->last_use[n->in[k]] = i;
+        if (n->into >= 0) g->last_use[n->into] = i;
+    }
     return TIDE_OK;
 }
 
@@ -314,7 +326,11 @@ void tide_graph_release(tide_graph * g) {
     if (!g) return;
     if (tide_capture == g) tide_capture = NULL;
     for (int32_t id = 0; id < g->n_values; id++) tide_tensor_release(g->values[id].t);
-    free(g->values), free(g->nodes), free(g->outputs), free(g->keys), free(g->ids), free(g->text);
+    for (int32_t k = 0; k < 2; k++) {
+        for (int32_t i = 0; i < g->n_fence[k]; i++) tide_tensor_release(g->fence[k][i]);
+        free(g->fence[k]);
+    }
+    free(g->values), free(g->nodes), free(g->outputs), free(g->keys), free(g->ids), free(g->text), free(g->last_use);
     free(g);
 }
 
@@ -339,13 +355,35 @@ static tide_tensor * replay_view(const tide_gnode * n, tide_tensor * src) {
     }
 }
 
+/* Releases value id's tensor if node i was its last reader and nothing else needs it. */
+static void release_after(const tide_graph * g, tide_tensor ** t, int32_t id, int32_t i) {
+    if (g->last_use[id] != i || g->values[id].kind != TIDE_GV_NODE || !t[id]) return;
+    for (int32_t k = 0; k < g->n_outputs; k++)
+        if (g->outputs[k] == id) return;
+    tide_tensor_release(t[id]);
+    t[id] = NULL;
+}
+
 tide_status tide_graph_replay(tide_graph * g, tide_tensor * const * args, int32_t n_args, tide_tensor ** outputs) {
     if (g->capturing) return tide_error_set(TIDE_E_VALUE, "jit replay: the graph is still being captured");
     if (n_args != g->n_args)
         return tide_error_set(TIDE_E_VALUE, "jit replay: the graph takes %d tensor arguments, %d given", g->n_args,
                               n_args);
+    /* bound the replays in flight: wait for the one before the last */
+    for (int32_t i = 0; i < g->n_fence[0]; i++) {
+        tide_status w = tide_tensor_wait(g->fence[0][i]);
+        if (w == TIDE_E_INTERRUPTED) return w;   /* poison is reported where the values are read */
+    }
+    for (int32_t i = 0; i < g->n_fence[0]; i++) tide_tensor_release(g->fence[0][i]);
+    tide_tensor ** spare = g->fence[0];
+    g->fence[0] = g->fence[1], g->n_fence[0] = g->n_fence[1];
+    g->fence[1] = spare, g->n_fence[1] = 0;
+    if (!g->fence[1]) g->fence[1] = malloc((size_t)(g->n_nodes + g->n_outputs + 1) * sizeof *g->fence[1]);
     tide_tensor ** t = calloc((size_t)(g->n_values > 0 ? g->n_values : 1), sizeof *t);
-    if (!t) return tide_error_set(TIDE_E_OOM, "jit replay: out of memory");
+    if (!t || !g->fence[1]) {
+        free(t);
+        return tide_error_set(TIDE_E_OOM, "jit replay: out of memory");
+    }
     tide_status st = TIDE_OK;
     for (int32_t id = 0; id < g->n_values && st == TIDE_OK; id++) {
         const tide_gvalue * v = &g->values[id];
@@ -367,10 +405,13 @@ tide_status tide_graph_replay(tide_graph * g, tide_tensor * const * args, int32_
             tide_tensor_retain(a);
         }
     }
+    /* A graph that ran its own backward needs no autograd history at replay: its
+     * gradients are ops of the graph. Otherwise each op has the grad mode it had,
+     * so outputs carry history for a backward outside. */
     int32_t off = tide_grad_off;
     for (int32_t i = 0; i < g->n_nodes && st == TIDE_OK; i++) {
         const tide_gnode * n = &g->nodes[i];
-        tide_grad_off = !n->grad_on;
+        tide_grad_off = g->had_backward || !n->grad_on;
         tide_tensor * in[TIDE_OP_MAX_IN], * out[TIDE_OP_MAX_OUT] = {0};
         for (int32_t k = 0; k < n->n_in; k++) in[k] = n->in[k] >= 0 ? t[n->in[k]] : NULL;
         switch (n->kind) {
@@ -378,7 +419,8 @@ tide_status tide_graph_replay(tide_graph * g, tide_tensor * const * args, int32_
             st = tide_op_call(n->op, in, n->n_in, &n->p, out, n->into >= 0 ? t[n->into] : NULL);
             if (st != TIDE_OK) break;
             if (n->into >= 0) {
-                tide_tensor_release(out[0]);
+                if (g->values[n->into].kind != TIDE_GV_NODE) g->fence[1][g->n_fence[1]++] = out[0];   /* keeps it */
+                else tide_tensor_release(out[0]);
                 break;
             }
             for (int32_t k = 0; k < n->n_out; k++) t[n->out[k]] = out[k];
@@ -417,11 +459,15 @@ tide_status tide_graph_replay(tide_graph * g, tide_tensor * const * args, int32_
             snprintf(msg, sizeof msg, "%s (replaying the op captured at %s)", tide_last_error(), n->origin);
             tide_error_set(st, "%s", msg);
         }
+        for (int32_t k = 0; k < n->n_in; k++) release_after(g, t, n->in[k], i);
+        if (n->into >= 0) release_after(g, t, n->into, i);
     }
     tide_grad_off = off;
     for (int32_t i = 0; i < g->n_outputs && st == TIDE_OK; i++) {
         outputs[i] = t[g->outputs[i]];
         tide_tensor_retain(outputs[i]);
+        tide_tensor_retain(outputs[i]);
+        g->fence[1][g->n_fence[1]++] = outputs[i];
     }
     for (int32_t id = 0; id < g->n_values; id++) tide_tensor_release(t[id]);
     free(t);

@@ -63,6 +63,13 @@ struct tide_graph {
     char           error_msg[1024];
     uint64_t       serial;                         /* tensors made while capturing carry it */
     int32_t        capturing;
+    int32_t        had_backward;                   /* a backward walk ran during capture */
+    int32_t *      last_use;                       /* per value: the last node reading it (-1: none) */
+    /* What the last replays wrote that outlives them (their in-place targets and
+     * outputs), retained: a replay waits for the one two before it, so that a
+     * loop of replays keeps at most two steps of temporaries in flight. */
+    tide_tensor ** fence[2];
+    int32_t        n_fence[2];
     char *         text;                           /* tide_graph_describe's buffer */
 };
 
@@ -74,6 +81,8 @@ TIDE_INTERNAL void tide_graph_on_op(const tide_opcall * c, tide_tensor * out);
 TIDE_INTERNAL void tide_graph_on_view(tide_tensor * src, tide_tensor * v, int32_t kind, const int64_t * ints, int32_t n);
 TIDE_INTERNAL void tide_graph_on_const(tide_tensor * t);
 TIDE_INTERNAL void tide_graph_on_set_grad(tide_tensor * leaf, tide_tensor * g);
+/* A backward walk starts during capture. */
+TIDE_INTERNAL void tide_graph_on_backward(void);
 /* A value read (item, totable, data pointers) during capture: fails, with the message set. */
 TIDE_INTERNAL tide_status tide_graph_on_read(const char * what);
 
