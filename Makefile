@@ -64,9 +64,10 @@ bench: build
 	$(BUILD)/tide bench/transcend_bench.lua
 	$(BUILD)/tide bench/conv_bench.lua
 	$(BUILD)/tide bench/train_bench.lua
+	$(BUILD)/tide bench/jit_bench.lua
 
 sz:
-	@for d in runtime/include runtime/src/core runtime/src/ops runtime/src/engine runtime/src/autograd runtime/src/io bindings lua/tide repl spec; do \
+	@for d in runtime/include runtime/src/core runtime/src/ops runtime/src/engine runtime/src/autograd runtime/src/graph runtime/src/io bindings lua/tide repl spec; do \
 	  printf '%6d %s\n' $$(cat $$(find $$d -type f) | wc -l) $$d; done
 
 clean:
