@@ -195,6 +195,39 @@ describe("jit.compile", function()
     assert.is_true(grew < 40 * 2^20, string.format("peak grew by %.1f MiB", grew / 2^20))
   end)
 
+  it("drops dead code and merges repeated work, each pass switchable", function()
+    local function fn(x)
+      local _ = x:exp() * 3           -- dead: nothing reads it
+      local a = (x * 2):sin()
+      local b = (x * 2):sin()         -- repeats a
+      x:mul(1)                        -- dead too
+      return a + b
+    end
+    local counts = {}
+    for name, passes in pairs { all = {}, no_cse = { cse = false }, none = { cse = false, dce = false } } do
+      local f = tide.jit.compile(fn, { warmup = 0, passes = passes })
+      for _ = 1, 2 do H.close(f(tide.ones(2)), { 2 * math.sin(2), 2 * math.sin(2) }, 1e-6, 1e-6) end
+      counts[name] = f:stats().graphs[1].nodes
+    end
+    assert.are.equal(3, counts.all)        -- mul, sin, add, and nothing else
+    assert.are.equal(5, counts.no_cse)     -- the second mul and sin stay
+    assert.are.equal(8, counts.none)       -- exp, mul, mul, sin, mul, sin, mul, add
+    assert.has_error(function() tide.jit.compile(fn, { passes = { fold = false } }) end,
+      "jit.compile: unknown pass 'fold' (dce, cse)")
+  end)
+
+  it("keeps what replays must do though nothing reads it: in-place updates, gradients, random draws", function()
+    local state = tide.zeros(2)
+    local f = tide.jit.compile(function(x)
+      state:add_(x)                   -- a tensor bound by reference
+      local _ = tide.rand(3)          -- a draw: later draws depend on it
+      return x * 1
+    end, { warmup = 0 })
+    for _ = 1, 3 do f(tide.ones(2)) end
+    H.close(state, { 3, 3 })
+    assert.matches("rand%(", f:graph())
+  end)
+
   it("rejects bad arguments", function()
     assert.has_error(function() tide.jit.compile(3) end, "jit.compile: argument 1 must be a function, got number")
     assert.has_error(function() tide.jit.compile(print, { bogus = 1 }) end, "jit.compile: unknown option 'bogus'")

@@ -184,6 +184,9 @@ local function capture(self, args, n, statics)
   if not results[1] then error(results[2], 0) end
   if st ~= 0 then raise() end
   if not plan then fail("jit capture: " .. why) end
+  local captured = C.tide_graph_num_nodes(g)
+  B.check(C.tide_graph_optimize(g, self.passes, nil))
+  self.removed = (self.removed or 0) + captured - C.tide_graph_num_nodes(g)
   local leaks = ffi.string(leak_buf)
   if leaks ~= "" then
     self.warnings[#self.warnings + 1] = "tensors made during capture are still held but not returned (a replay "
@@ -291,7 +294,8 @@ function Compiled:stats()
         args = C.tide_graph_num_args(e.graph), outputs = C.tide_graph_num_outputs(e.graph) }
     end
   end
-  return { captures = self.captures, replays = self.replays, signatures = #self.cache_order, graphs = graphs }
+  return { captures = self.captures, replays = self.replays, signatures = #self.cache_order, graphs = graphs,
+           removed_by_passes = self.removed or 0 }
 end
 
 --- compiled:graph(i): a text listing of the i-th captured graph (default the last).
@@ -305,13 +309,14 @@ end
 --- compile(fn, opts): a callable that captures fn into a graph per signature and
 -- replays it. opts: static = {argument positions baked in}, warmup = 1 (eager
 -- calls per signature before capturing), max_cache = 8 (signatures kept),
--- log = false (print why each capture happened; also TIDE_JIT_LOG=1).
+-- log = false (print why each capture happened; also TIDE_JIT_LOG=1), passes =
+-- {dce = true, cse = true} (set one false to switch that pass off).
 -- @usage local step = tide.jit.compile(train_step); step(x, y)
 function M.compile(fn, opts)
   if type(fn) ~= "function" then fail("jit.compile: argument 1 must be a function, got " .. type(fn)) end
   opts = opts or {}
   if type(opts) ~= "table" then fail("jit.compile: options must be a table, got " .. type(opts)) end
-  local known = { static = true, warmup = true, max_cache = true, log = true }
+  local known = { static = true, warmup = true, max_cache = true, log = true, passes = true }
   for k in pairs(opts) do
     if not known[k] then fail("jit.compile: unknown option '" .. tostring(k) .. "'") end
   end
@@ -322,9 +327,19 @@ function M.compile(fn, opts)
     end
     statics[i] = true
   end
+  local pass_bits = { dce = C.TIDE_GRAPH_PASS_DCE, cse = C.TIDE_GRAPH_PASS_CSE }
+  local passes = C.TIDE_GRAPH_PASS_ALL
+  if opts.passes ~= nil then
+    if type(opts.passes) ~= "table" then fail("jit.compile: passes must be a table such as {cse = false}") end
+    for k, v in pairs(opts.passes) do
+      local bit_ = pass_bits[k]
+      if not bit_ then fail("jit.compile: unknown pass '" .. tostring(k) .. "' (dce, cse)") end
+      if v == false then passes = bit.band(passes, bit.bnot(bit_)) end
+    end
+  end
   local info = debug.getinfo(fn, "S")
   local self = setmetatable({
-    fn = fn, statics = statics, warmup = opts.warmup or 1, max_cache = opts.max_cache or 8,
+    fn = fn, statics = statics, warmup = opts.warmup or 1, max_cache = opts.max_cache or 8, passes = passes,
     log = opts.log or os.getenv("TIDE_JIT_LOG") == "1",
     where = string.format("the function at %s:%d", info.short_src, info.linedefined),
     cache = {}, cache_order = {}, explanations = {}, warnings = {}, captures = 0, replays = 0,

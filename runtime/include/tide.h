@@ -345,6 +345,15 @@ void         tide_graph_release(tide_graph * g);
 int32_t      tide_graph_num_nodes(const tide_graph * g);
 int32_t      tide_graph_num_args(const tide_graph * g);
 int32_t      tide_graph_num_outputs(const tide_graph * g);
+/* Optimisation passes over a captured graph, each switchable. */
+enum {
+    TIDE_GRAPH_PASS_DCE = 1,   /* drop nodes nothing outside the graph can see */
+    TIDE_GRAPH_PASS_CSE = 2,   /* merge nodes that repeat an earlier one */
+    TIDE_GRAPH_PASS_ALL = 3
+};
+/* Runs the passes (a mask of TIDE_GRAPH_PASS_*) after capture_end; *changed
+ * (may be NULL) receives how many nodes they removed. */
+tide_status  tide_graph_optimize(tide_graph * g, uint32_t passes, int32_t * changed);
 /* A text listing of the graph: its inputs, one node a line, its outputs. Owned by g. */
 const char * tide_graph_describe(tide_graph * g);
 

@@ -6,7 +6,7 @@
  * (asynchronously, independent branches in parallel). Optimisation passes
  * over the recording belong in pass_*.c files, not here.
  */
-#include "graph.h"
+#include "pass.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -265,6 +265,8 @@ tide_status tide_graph_set_origin(tide_graph * g, const char * where) {
     return TIDE_OK;
 }
 
+static tide_status plan(tide_graph * g);
+
 /* Whether value id is still needed after capture: an output, a gradient set on a leaf. */
 static bool kept(const tide_graph * g, int32_t id) {
     for (int32_t i = 0; i < g->n_outputs; i++)
@@ -309,8 +311,55 @@ tide_status tide_graph_capture_end(tide_graph * g, char * leaks, size_t n_leaks)
     free(g->keys), free(g->ids);
     g->keys = NULL, g->ids = NULL, g->cap_map = g->n_map = 0;
     if (st != TIDE_OK) return tide_error_set(st, "%s", g->error != TIDE_OK ? g->error_msg : tide_last_error());
-    /* Replay lets go of each value after the last node that reads it, so that
-     * its memory can serve the next ones, as the collector lets eager code's go. */
+    return plan(g);
+}
+
+/* -- rewriting helpers for the passes ---------------------------------------------------------- */
+
+int32_t tide_graph_base(const tide_graph * g, int32_t id) {
+    for (;;) {
+        const tide_gvalue * v = &g->values[id];
+        if (v->kind != TIDE_GV_NODE || v->node < 0 || g->nodes[v->node].kind != TIDE_GN_VIEW) return id;
+        id = g->nodes[v->node].in[0];
+    }
+}
+
+bool tide_graph_node_is_random(const tide_gnode * n) {
+    tide_op_info info;
+    return n->kind == TIDE_GN_OP && tide_op_get_info(n->op, &info) == TIDE_OK && (info.flags & TIDE_OPF_RANDOM);
+}
+
+void tide_graph_replace(tide_graph * g, int32_t from, int32_t to, int32_t from_node) {
+    for (int32_t i = from_node; i < g->n_nodes; i++) {
+        tide_gnode * n = &g->nodes[i];
+        for (int32_t k = 0; k < n->n_in; k++)
+            if (n->in[k] == from) n->in[k] = to;
+        if (n->into == from) n->into = to;
+    }
+    for (int32_t i = 0; i < g->n_outputs; i++)
+        if (g->outputs[i] == from) g->outputs[i] = to;
+}
+
+int32_t tide_graph_compact(tide_graph * g, const bool * keep) {
+    int32_t * at = malloc((size_t)(g->n_nodes > 0 ? g->n_nodes : 1) * sizeof *at), n = 0;
+    if (!at) return -1;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        at[i] = keep[i] ? n : -1;
+        if (keep[i]) g->nodes[n++] = g->nodes[i];
+    }
+    for (int32_t id = 0; id < g->n_values; id++)
+        if (g->values[id].kind == TIDE_GV_NODE && g->values[id].node >= 0) g->values[id].node = at[g->values[id].node];
+    int32_t removed = g->n_nodes - n;
+    g->n_nodes = n;
+    g->n_origin = n;
+    free(at);
+    return removed;
+}
+
+/* Replay lets go of each value after the last node that reads it, so that its
+ * memory can serve the next ones, as the collector lets eager code's go. */
+static tide_status plan(tide_graph * g) {
+    free(g->last_use);
     g->last_use = malloc((size_t)(g->n_values > 0 ? g->n_values : 1) * sizeof *g->last_use);
     if (!g->last_use) return tide_error_set(TIDE_E_OOM, "jit capture: out of memory");
     for (int32_t id = 0; id < g->n_values; id++) g->last_use[id] = -1;
@@ -320,6 +369,26 @@ tide_status tide_graph_capture_end(tide_graph * g, char * leaks, size_t n_leaks)
         if (n->into >= 0) g->last_use[n->into] = i;
     }
     return TIDE_OK;
+}
+
+tide_status tide_graph_optimize(tide_graph * g, uint32_t passes, int32_t * changed) {
+    if (g->capturing) return tide_error_set(TIDE_E_VALUE, "jit optimize: the graph is still being captured");
+    int32_t total = 0;
+    for (int round = 0; round < 4; round++) {   /* CSE can leave dead code behind, and DCE expose more CSE */
+        int32_t n = 0, r;
+        if ((passes & TIDE_GRAPH_PASS_CSE) && (r = tide_pass_cse(g)) != 0) {
+            if (r < 0) return tide_error_set(TIDE_E_OOM, "jit optimize: out of memory");
+            n += r;
+        }
+        if ((passes & TIDE_GRAPH_PASS_DCE) && (r = tide_pass_dce(g)) != 0) {
+            if (r < 0) return tide_error_set(TIDE_E_OOM, "jit optimize: out of memory");
+            n += r;
+        }
+        total += n;
+        if (!n) break;
+    }
+    if (changed) *changed = total;
+    return plan(g);
 }
 
 void tide_graph_release(tide_graph * g) {
@@ -419,7 +488,7 @@ tide_status tide_graph_replay(tide_graph * g, tide_tensor * const * args, int32_
             st = tide_op_call(n->op, in, n->n_in, &n->p, out, n->into >= 0 ? t[n->into] : NULL);
             if (st != TIDE_OK) break;
             if (n->into >= 0) {
-                if (g->values[n->into].kind != TIDE_GV_NODE) g->fence[1][g->n_fence[1]++] = out[0];   /* keeps it */
+                if (g->values[n->into].kind != TIDE_GV_NODE && !tide_capture) g->fence[1][g->n_fence[1]++] = out[0];
                 else tide_tensor_release(out[0]);
                 break;
             }
@@ -466,6 +535,7 @@ tide_status tide_graph_replay(tide_graph * g, tide_tensor * const * args, int32_
     for (int32_t i = 0; i < g->n_outputs && st == TIDE_OK; i++) {
         outputs[i] = t[g->outputs[i]];
         tide_tensor_retain(outputs[i]);
+        if (tide_capture) continue;   /* replayed inside another capture: that graph's replays are bounded */
         tide_tensor_retain(outputs[i]);
         g->fence[1][g->n_fence[1]++] = outputs[i];
     }
