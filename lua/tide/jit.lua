@@ -284,18 +284,49 @@ function Compiled:explain()
   return table.concat(lines, "\n")
 end
 
+local mem_buf = ffi.new("char[?]", 2048)
+local peak_buf = ffi.new("int64_t[1]")
+
 --- compiled:stats(): counts of captures, replays and graph sizes.
 function Compiled:stats()
   local graphs = {}
   for _, key in ipairs(self.cache_order) do
     local e = self.cache[key]
     if e.graph then
+      B.check(C.tide_graph_memory(e.graph, peak_buf, mem_buf, 2048))
       graphs[#graphs + 1] = { signature = key, nodes = C.tide_graph_num_nodes(e.graph),
-        args = C.tide_graph_num_args(e.graph), outputs = C.tide_graph_num_outputs(e.graph) }
+        args = C.tide_graph_num_args(e.graph), outputs = C.tide_graph_num_outputs(e.graph),
+        peak_bytes = tonumber(peak_buf[0]), largest = ffi.string(mem_buf) }
     end
   end
   return { captures = self.captures, replays = self.replays, signatures = #self.cache_order, graphs = graphs,
            removed_by_passes = self.removed or 0 }
+end
+
+--- compiled:memory(i): the peak bytes a replay of the i-th graph (default the
+-- last) holds for temporaries, and its largest buffers there, with their lines.
+function Compiled:memory(i)
+  local key = self.cache_order[i or #self.cache_order]
+  local e = key and self.cache[key]
+  if not e or not e.graph then return nil end
+  B.check(C.tide_graph_memory(e.graph, peak_buf, mem_buf, 2048))
+  return tonumber(peak_buf[0]), ffi.string(mem_buf)
+end
+
+--- compiled:dot(path, i): the i-th graph (default the last) in Graphviz's DOT
+-- language, written to path when one is given; returns the text.
+function Compiled:dot(path, i)
+  local key = self.cache_order[i or #self.cache_order]
+  local e = key and self.cache[key]
+  if not e or not e.graph then return nil end
+  local text = ffi.string(C.tide_graph_dot(e.graph))
+  if path then
+    local f, err = _G.io.open(path, "w")
+    if not f then fail("jit dot: cannot write " .. path .. ": " .. tostring(err)) end
+    f:write(text)
+    f:close()
+  end
+  return text
 end
 
 --- compiled:graph(i): a text listing of the i-th captured graph (default the last).

@@ -354,6 +354,12 @@ enum {
 /* Runs the passes (a mask of TIDE_GRAPH_PASS_*) after capture_end; *changed
  * (may be NULL) receives how many nodes they removed. */
 tide_status  tide_graph_optimize(tide_graph * g, uint32_t passes, int32_t * changed);
+/* The peak of the memory a replay holds for the graph's temporaries (outputs
+ * included, tensors bound by reference not), and a description of the largest
+ * buffers live at that peak with the lines that made them (at most n bytes). */
+tide_status  tide_graph_memory(tide_graph * g, int64_t * peak_bytes, char * largest, size_t n);
+/* The graph in Graphviz's DOT language. Owned by g, until the next call on it. */
+const char * tide_graph_dot(tide_graph * g);
 /* A text listing of the graph: its inputs, one node a line, its outputs. Owned by g. */
 const char * tide_graph_describe(tide_graph * g);
 

@@ -594,3 +594,112 @@ const char * tide_graph_describe(tide_graph * g) {
     for (int32_t i = 0; i < g->n_outputs; i++) put(&out, "%s%%%d", i ? ", " : " ", g->outputs[i]);
     return s;
 }
+
+/* -- memory statistics -------------------------------------------------------------------------- */
+
+static size_t value_bytes(const tide_gvalue * v) {
+    int64_t n = 1;
+    for (int32_t d = 0; d < v->ndim; d++) n *= v->sizes[d];
+    return (size_t)n * tide_dtype_size(v->dtype);
+}
+
+/* Whether value id has memory of its own: made by an op or an empty node (views have none). */
+static bool owns(const tide_graph * g, int32_t id) {
+    const tide_gvalue * v = &g->values[id];
+    return v->kind == TIDE_GV_NODE && v->node >= 0 &&
+           (g->nodes[v->node].kind == TIDE_GN_OP || g->nodes[v->node].kind == TIDE_GN_EMPTY);
+}
+
+/* Whether value id is held at node `at` of a replay: made by then, and released only
+ * after its last reader (outputs and values nothing reads: at the end). */
+static bool held_at(const tide_graph * g, int32_t id, int32_t at, const bool * is_out) {
+    if (!owns(g, id) || g->values[id].node > at) return false;
+    return is_out[id] || g->last_use[id] < 0 || g->last_use[id] >= at;
+}
+
+tide_status tide_graph_memory(tide_graph * g, int64_t * peak_bytes, char * largest, size_t n) {
+    bool * is_out = calloc((size_t)(g->n_values > 0 ? g->n_values : 1), sizeof *is_out);
+    bool * shown  = calloc((size_t)(g->n_values > 0 ? g->n_values : 1), sizeof *shown);
+    if (!is_out || !shown) {
+        free(is_out), free(shown);
+        return tide_error_set(TIDE_E_OOM, "jit stats: out of memory");
+    }
+    for (int32_t i = 0; i < g->n_outputs; i++) is_out[g->outputs[i]] = true;
+    int64_t peak = 0;
+    int32_t peak_at = -1;
+    for (int32_t at = 0; at < g->n_nodes; at++) {   /* quadratic, but only when asked */
+        int64_t live = 0;
+        for (int32_t id = 0; id < g->n_values; id++)
+            if (held_at(g, id, at, is_out)) live += (int64_t)value_bytes(&g->values[id]);
+        if (live > peak) peak = live, peak_at = at;
+    }
+    *peak_bytes = peak;
+    text t = {largest, n, 0};
+    if (n) largest[0] = 0;
+    for (int32_t k = 0; k < 5 && peak_at >= 0; k++) {   /* the largest buffers held at the peak */
+        int32_t best = -1;
+        for (int32_t id = 0; id < g->n_values; id++)
+            if (!shown[id] && held_at(g, id, peak_at, is_out) &&
+                (best < 0 || value_bytes(&g->values[id]) > value_bytes(&g->values[best])))
+                best = id;
+        if (best < 0) break;
+        shown[best] = true;
+        const tide_gvalue * v  = &g->values[best];
+        const tide_gnode *  nd = &g->nodes[v->node];
+        char shape[128];
+        put(&t, "%s%.2f MiB: %s %s made by '%s' at %s", k ? "; " : "", (double)value_bytes(v) / 1048576.0,
+            tide_dtype_name(v->dtype), tide_dims_str(v->ndim, v->sizes, shape, sizeof shape),
+            nd->kind == TIDE_GN_OP ? tide_op_name(nd->op) : "empty", nd->origin[0] ? nd->origin : "?");
+    }
+    free(is_out), free(shown);
+    return TIDE_OK;
+}
+
+/* -- Graphviz ----------------------------------------------------------------------------------- */
+
+const char * tide_graph_dot(tide_graph * g) {
+    size_t cap = 512 + (size_t)(g->n_nodes * 4 + g->n_values) * 160;
+    char * s   = realloc(g->text, cap);
+    if (!s) return "";
+    g->text = s;
+    text t  = {s, cap, 0};
+    s[0]    = 0;
+    static const char * views[] = {"?", "view", "permute", "expand", "slice", "as_strided", "alias"};
+    static const char * kinds[] = {"extern", "arg", "", "const"};
+    put(&t, "digraph tide {\n  rankdir=TB;\n  node [fontname=\"monospace\", fontsize=10];\n");
+    bool * used = calloc((size_t)(g->n_values > 0 ? g->n_values : 1), sizeof *used);
+    for (int32_t i = 0; i < g->n_nodes && used; i++)
+        for (int32_t k = 0; k < g->nodes[i].n_in; k++) used[g->nodes[i].in[k]] = true;
+    for (int32_t id = 0; id < g->n_values && used; id++) {
+        const tide_gvalue * v = &g->values[id];
+        if (v->kind == TIDE_GV_NODE || !used[id]) continue;
+        char shape[128];
+        put(&t, "  v%d [shape=box, style=rounded, label=\"%s%s %s %s\"];\n", id, kinds[v->kind],
+            v->kind == TIDE_GV_ARG ? "" : "", tide_dtype_name(v->dtype), tide_dims_str(v->ndim, v->sizes, shape, sizeof shape));
+    }
+    free(used);
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const tide_gnode * n = &g->nodes[i];
+        const char * name = n->kind == TIDE_GN_OP ? tide_op_name(n->op)
+                          : n->kind == TIDE_GN_VIEW ? views[-n->op]
+                          : n->kind == TIDE_GN_EMPTY ? "empty" : "set_grad";
+        put(&t, "  n%d [shape=ellipse, label=\"%s\"%s];\n", i, name, n->into >= 0 ? ", style=bold" : "");
+        for (int32_t k = 0; k < n->n_in; k++) {
+            const tide_gvalue * v = &g->values[n->in[k]];
+            if (v->kind == TIDE_GV_NODE && v->node >= 0) put(&t, "  n%d -> n%d;\n", v->node, i);
+            else if (v->kind != TIDE_GV_NODE) put(&t, "  v%d -> n%d;\n", n->in[k], i);
+        }
+        if (n->into >= 0) {
+            const tide_gvalue * v = &g->values[n->into];
+            if (v->kind == TIDE_GV_NODE && v->node >= 0) put(&t, "  n%d -> n%d [style=dashed, label=\"into\"];\n", i, v->node);
+            else put(&t, "  n%d -> v%d [style=dashed, label=\"into\"];\n", i, n->into);
+        }
+    }
+    for (int32_t i = 0; i < g->n_outputs; i++) {
+        const tide_gvalue * v = &g->values[g->outputs[i]];
+        put(&t, "  out%d [shape=box, label=\"output %d\"];\n", i, i + 1);
+        if (v->kind == TIDE_GV_NODE && v->node >= 0) put(&t, "  n%d -> out%d;\n", v->node, i);
+    }
+    put(&t, "}\n");
+    return s;
+}
