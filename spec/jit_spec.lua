@@ -204,7 +204,8 @@ describe("jit.compile", function()
       return a + b
     end
     local counts = {}
-    for name, passes in pairs { all = {}, no_cse = { cse = false }, none = { cse = false, dce = false } } do
+    for name, passes in pairs { all = { fuse = false }, no_cse = { cse = false, fuse = false },
+                                none = { cse = false, dce = false, fuse = false } } do
       local f = tide.jit.compile(fn, { warmup = 0, passes = passes })
       for _ = 1, 2 do H.close(f(tide.ones(2)), { 2 * math.sin(2), 2 * math.sin(2) }, 1e-6, 1e-6) end
       counts[name] = f:stats().graphs[1].nodes
@@ -213,7 +214,7 @@ describe("jit.compile", function()
     assert.are.equal(5, counts.no_cse)     -- the second mul and sin stay
     assert.are.equal(8, counts.none)       -- exp, mul, mul, sin, mul, sin, mul, add
     assert.has_error(function() tide.jit.compile(fn, { passes = { fold = false } }) end,
-      "jit.compile: unknown pass 'fold' (dce, cse)")
+      "jit.compile: unknown pass 'fold' (dce, cse, fuse)")
   end)
 
   it("keeps what replays must do though nothing reads it: in-place updates, gradients, random draws", function()
@@ -246,6 +247,40 @@ describe("jit.compile", function()
     assert.are.equal(dot, fh:read("*a"))
     fh:close()
     os.remove(path)
+  end)
+
+  it("fuses chains of elementwise ops into one kernel with the same results", function()
+    local function chain(t, u)
+      local y = t * 1.5 + 0.5
+      y = y:exp():mul(0.25):sub(u):relu()     -- u broadcasts
+      return y:tanh():mul(2):add(t):sigmoid()
+    end
+    for _, dtype in ipairs { "float32", "float64" } do
+      local x = tide.rand({ 300, 70 }, { dtype = dtype }):t()   -- not contiguous
+      local u = tide.rand({ 300 }, { dtype = dtype })
+      local f = tide.jit.compile(chain, { warmup = 0 })
+      local want = chain(x, u)
+      for _ = 1, 2 do assert.are.equal(0, (f(x, u) - want):abs():max():item()) end
+      assert.are.equal(1, f:stats().graphs[1].nodes)
+      assert.matches("= fused%(", f:graph())
+      local g = tide.jit.compile(chain, { warmup = 0, passes = { fuse = false } })
+      g(x, u)
+      assert.are.equal(10, g:stats().graphs[1].nodes)
+    end
+  end)
+
+  it("ends a fused chain where an intermediate result is needed elsewhere", function()
+    local f = tide.jit.compile(function(t)
+      local a = (t * 2):exp()
+      local b = a:sin():cos()
+      return a, b       -- a is an output: it must be written out
+    end, { warmup = 0 })
+    local x = tide.rand(5)
+    f(x)
+    local a, b = f(x)
+    H.close(a, (x * 2):exp(), 0, 0)
+    H.close(b, (x * 2):exp():sin():cos(), 0, 0)
+    assert.are.equal(2, f:stats().graphs[1].nodes)
   end)
 
   it("rejects bad arguments", function()

@@ -349,7 +349,8 @@ int32_t      tide_graph_num_outputs(const tide_graph * g);
 enum {
     TIDE_GRAPH_PASS_DCE = 1,   /* drop nodes nothing outside the graph can see */
     TIDE_GRAPH_PASS_CSE = 2,   /* merge nodes that repeat an earlier one */
-    TIDE_GRAPH_PASS_ALL = 3
+    TIDE_GRAPH_PASS_FUSE = 4,  /* run chains of elementwise ops as one kernel, one pass over memory */
+    TIDE_GRAPH_PASS_ALL = 7
 };
 /* Runs the passes (a mask of TIDE_GRAPH_PASS_*) after capture_end; *changed
  * (may be NULL) receives how many nodes they removed. */

@@ -7,6 +7,7 @@
  * over the recording belong in pass_*.c files, not here.
  */
 #include "pass.h"
+#include "../ops/cpu/kernels.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -144,6 +145,7 @@ void tide_graph_on_op(const tide_opcall * c, tide_tensor * out) {
     memcpy(n->in, ins, sizeof ins);
     n->p    = c->p;
     n->into = into;
+    n->compute_dtype = c->compute_dtype;
     if (out) return;
     n->n_out = c->n_out;
     for (int32_t i = 0; i < c->n_out; i++) {
@@ -346,6 +348,7 @@ int32_t tide_graph_compact(tide_graph * g, const bool * keep) {
     for (int32_t i = 0; i < g->n_nodes; i++) {
         at[i] = keep[i] ? n : -1;
         if (keep[i]) g->nodes[n++] = g->nodes[i];
+        else free(g->nodes[i].fused);
     }
     for (int32_t id = 0; id < g->n_values; id++)
         if (g->values[id].kind == TIDE_GV_NODE && g->values[id].node >= 0) g->values[id].node = at[g->values[id].node];
@@ -387,6 +390,11 @@ tide_status tide_graph_optimize(tide_graph * g, uint32_t passes, int32_t * chang
         total += n;
         if (!n) break;
     }
+    if (passes & TIDE_GRAPH_PASS_FUSE) {
+        int32_t r = tide_pass_fuse(g);
+        if (r < 0) return tide_error_set(TIDE_E_OOM, "jit optimize: out of memory");
+        total += r;
+    }
     if (changed) *changed = total;
     return plan(g);
 }
@@ -395,6 +403,7 @@ void tide_graph_release(tide_graph * g) {
     if (!g) return;
     if (tide_capture == g) tide_capture = NULL;
     for (int32_t id = 0; id < g->n_values; id++) tide_tensor_release(g->values[id].t);
+    for (int32_t i = 0; i < g->n_nodes; i++) free(g->nodes[i].fused);
     for (int32_t k = 0; k < 2; k++) {
         for (int32_t i = 0; i < g->n_fence[k]; i++) tide_tensor_release(g->fence[k][i]);
         free(g->fence[k]);
@@ -422,6 +431,45 @@ static tide_tensor * replay_view(const tide_gnode * n, tide_tensor * src) {
     }
     default: return NULL;
     }
+}
+
+/* -- fused kernels as engine tasks -- */
+
+typedef struct {
+    const tide_fused * f;
+    tide_tensor *      ext[TIDE_OP_MAX_IN];
+    tide_tensor *      out;
+} fused_task;
+
+static tide_status run_fused(void * ctx) {
+    fused_task * ft = ctx;
+    return tide_ew_run_fused(ft->f, ft->ext, ft->out);
+}
+static void keep_fused(void * ctx) {
+    fused_task * ft = ctx;
+    for (int32_t k = 0; k < ft->f->n_ext; k++) tide_tensor_retain(ft->ext[k]);
+    tide_tensor_retain(ft->out);
+}
+static void drop_fused(void * ctx) {
+    fused_task * ft = ctx;
+    for (int32_t k = 0; k < ft->f->n_ext; k++) tide_tensor_release(ft->ext[k]);
+    tide_tensor_release(ft->out);
+}
+static void describe_fused(const void * ctx, char * buf, size_t n) {
+    const fused_task * ft = ctx;
+    size_t used = 0;
+    buf[0] = 0;
+    for (int32_t i = 0; i < ft->f->n_steps && used + 2 < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? " " : "", tide_op_name(ft->f->steps[i].c.op));
+}
+
+static tide_status push_fused(const tide_gnode * n, tide_tensor * const * in, tide_tensor * out) {
+    fused_task ft = {n->fused, {0}, out};
+    tide_storage * reads[TIDE_OP_MAX_IN], * writes[1] = {out->storage};
+    for (int32_t k = 0; k < n->n_in; k++) ft.ext[k] = in[k], reads[k] = in[k]->storage;
+    tide_engine_task task = {run_fused, &ft, sizeof ft, keep_fused, drop_fused, "fused",
+                             out->nelem * n->fused->n_steps, describe_fused};
+    return tide_engine_push(&task, reads, n->n_in, writes, 1, out->dev);
 }
 
 /* Releases value id's tensor if node i was its last reader and nothing else needs it. */
@@ -509,6 +557,13 @@ tide_status tide_graph_replay(tide_graph * g, tide_tensor * const * args, int32_
             t[n->out[0]] = r;
             break;
         }
+        case TIDE_GN_FUSED: {
+            const tide_gvalue * v = &g->values[n->out[0]];
+            tide_tensor * r = tide_tensor_empty(v->ndim, v->sizes, v->dtype, v->dev);
+            st = r ? push_fused(n, in, r) : TIDE_E_OOM;
+            t[n->out[0]] = r;
+            break;
+        }
         case TIDE_GN_EMPTY: {
             const tide_gvalue * v = &g->values[n->out[0]];
             t[n->out[0]] = tide_tensor_empty(v->ndim, v->sizes, v->dtype, v->dev);
@@ -583,7 +638,7 @@ const char * tide_graph_describe(tide_graph * g) {
         const tide_gnode * n = &g->nodes[i];
         const char * name = n->kind == TIDE_GN_OP ? tide_op_name(n->op)
                           : n->kind == TIDE_GN_VIEW ? views[-n->op]
-                          : n->kind == TIDE_GN_EMPTY ? "empty" : "set_grad";
+                          : n->kind == TIDE_GN_EMPTY ? "empty" : n->kind == TIDE_GN_FUSED ? "fused" : "set_grad";
         if (n->into >= 0) put(&out, "%%%d <- ", n->into);
         for (int32_t k = 0; k < n->n_out; k++) put(&out, "%s%%%d", k ? ", " : "", n->out[k]);
         put(&out, "%s%s(", n->n_out ? " = " : "", name);
@@ -607,7 +662,8 @@ static size_t value_bytes(const tide_gvalue * v) {
 static bool owns(const tide_graph * g, int32_t id) {
     const tide_gvalue * v = &g->values[id];
     return v->kind == TIDE_GV_NODE && v->node >= 0 &&
-           (g->nodes[v->node].kind == TIDE_GN_OP || g->nodes[v->node].kind == TIDE_GN_EMPTY);
+           (g->nodes[v->node].kind == TIDE_GN_OP || g->nodes[v->node].kind == TIDE_GN_EMPTY ||
+            g->nodes[v->node].kind == TIDE_GN_FUSED);
 }
 
 /* Whether value id is held at node `at` of a replay: made by then, and released only
@@ -649,7 +705,7 @@ tide_status tide_graph_memory(tide_graph * g, int64_t * peak_bytes, char * large
         char shape[128];
         put(&t, "%s%.2f MiB: %s %s made by '%s' at %s", k ? "; " : "", (double)value_bytes(v) / 1048576.0,
             tide_dtype_name(v->dtype), tide_dims_str(v->ndim, v->sizes, shape, sizeof shape),
-            nd->kind == TIDE_GN_OP ? tide_op_name(nd->op) : "empty", nd->origin[0] ? nd->origin : "?");
+            nd->kind == TIDE_GN_OP ? tide_op_name(nd->op) : nd->kind == TIDE_GN_FUSED ? "fused" : "empty", nd->origin[0] ? nd->origin : "?");
     }
     free(is_out), free(shown);
     return TIDE_OK;
@@ -682,7 +738,7 @@ const char * tide_graph_dot(tide_graph * g) {
         const tide_gnode * n = &g->nodes[i];
         const char * name = n->kind == TIDE_GN_OP ? tide_op_name(n->op)
                           : n->kind == TIDE_GN_VIEW ? views[-n->op]
-                          : n->kind == TIDE_GN_EMPTY ? "empty" : "set_grad";
+                          : n->kind == TIDE_GN_EMPTY ? "empty" : n->kind == TIDE_GN_FUSED ? "fused" : "set_grad";
         put(&t, "  n%d [shape=ellipse, label=\"%s\"%s];\n", i, name, n->into >= 0 ? ", style=bold" : "");
         for (int32_t k = 0; k < n->n_in; k++) {
             const tide_gvalue * v = &g->values[n->in[k]];

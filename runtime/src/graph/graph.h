@@ -32,7 +32,8 @@ enum {
     TIDE_GN_OP       = 0,   /* a registry op: in -> out, or into value `into` in place */
     TIDE_GN_VIEW     = 1,   /* a view of in[0]: kind in op (TIDE_VIEW_*), args in p.ints */
     TIDE_GN_EMPTY    = 2,   /* a new tensor with undefined contents (tide_tensor_empty) */
-    TIDE_GN_SET_GRAD = 3    /* leaf in[0] gets gradient in[1] (n_in 1: none) */
+    TIDE_GN_SET_GRAD = 3,   /* leaf in[0] gets gradient in[1] (n_in 1: none) */
+    TIDE_GN_FUSED    = 4    /* a chain of elementwise ops run as one kernel (fused) over in -> out[0] */
 };
 
 typedef struct tide_gnode {
@@ -43,6 +44,8 @@ typedef struct tide_gnode {
     int32_t        in[TIDE_OP_MAX_IN];   /* value ids */
     int32_t        out[TIDE_OP_MAX_OUT]; /* value ids it makes */
     int32_t        into;                 /* value id written in place, or -1 */
+    int32_t        compute_dtype;        /* TIDE_GN_OP: the dtype its kernel computed in */
+    struct tide_fused * fused;           /* TIDE_GN_FUSED: the steps (owned) */
     tide_op_params p;
     char           origin[96];           /* the Lua line that ran it ("" if unknown) */
 } tide_gnode;

@@ -19,5 +19,6 @@ TIDE_INTERNAL int32_t tide_graph_compact(tide_graph * g, const bool * keep);
 /* Each returns how many nodes it removed or merged, or -1 when out of memory. */
 TIDE_INTERNAL int32_t tide_pass_dce(tide_graph * g);
 TIDE_INTERNAL int32_t tide_pass_cse(tide_graph * g);
+TIDE_INTERNAL int32_t tide_pass_fuse(tide_graph * g);
 
 #endif /* TIDE_PASS_H */

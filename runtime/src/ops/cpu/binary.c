@@ -43,10 +43,12 @@
 #define GEN_I(GEN, op, EXPR)   GEN(op##_i32, int32_t, int32_t, EXPR) GEN(op##_i64, int64_t, int64_t, EXPR) \
                                GEN(op##_u8, uint8_t, uint8_t, EXPR)
 
+/* The loops are exported too (tide_loops_<op>): a fused kernel of a captured
+ * graph runs several ops' loops over one block of memory. */
 #define KERNEL(op, ...)                                                        \
+    const tide_ew_loop tide_loops_##op[TIDE_DTYPE_COUNT] = {__VA_ARGS__};      \
     tide_status tide_cpu_##op(const tide_opcall * c) {                         \
-        static const tide_ew_loop loops[TIDE_DTYPE_COUNT] = {__VA_ARGS__};     \
-        return tide_ew_run(c, loops, -1);                                      \
+        return tide_ew_run(c, tide_loops_##op, -1);                            \
     }
 #define KERNEL_BOOL_OUT(op, ...)                                               \
     tide_status tide_cpu_##op(const tide_opcall * c) {                         \

@@ -177,3 +177,89 @@ tide_status tide_ew_run(const tide_opcall * c, const tide_ew_loop * loops, int32
     tide_parallel_for(n, TIDE_GRAIN, 64, run_range, &s);
     return TIDE_OK;
 }
+
+/* -- fused kernels -------------------------------------------------------------------------- */
+
+typedef struct {
+    const tide_fused * f;
+    ew_state           s;   /* operand 0 is the output, 1 .. n_ext the external inputs */
+} fused_state;
+
+static void run_fused_range(void * ctx, int64_t b, int64_t e) {
+    const fused_state * fs = ctx;
+    const ew_state *    s  = &fs->s;
+    const tide_fused *  f  = fs->f;
+    size_t esz = tide_dtype_size(f->dtype);
+    /* one block buffer per external input that needs gathering, per step result, and the
+     * output; small ranges (a few elements) keep them on the stack */
+    int64_t blk   = e - b < TIDE_EW_BLOCK ? e - b : TIDE_EW_BLOCK;
+    size_t  bytes = ((size_t)blk * 8 + 63) / 64 * 64, total = (size_t)(s->n_ops + f->n_steps) * bytes;
+    _Alignas(64) char small[4096];
+    char * mem = total <= sizeof small ? small : aligned_alloc(64, total);
+    if (!mem) return;   /* cannot happen in practice; the result is left as it was */
+    char * ext_buf[MAX_OPS], * step_buf[TIDE_FUSED_MAX_STEPS];
+    for (int32_t k = 0; k < s->n_ops; k++) ext_buf[k] = mem + (size_t)k * bytes;
+    for (int32_t i = 0; i < f->n_steps; i++) step_buf[i] = mem + (size_t)(s->n_ops + i) * bytes;
+    for (int32_t k = 1; k < s->n_ops; k++) {   /* one element broadcast everywhere: filled once */
+        if (!s->scalar[k]) continue;
+        size_t sz = tide_dtype_size(s->want[k]);
+        tide_convert(ext_buf[k], s->want[k], 1, s->base[k], s->dtype[k], 1, 1);
+        for (int64_t i = 1; i < blk; i++) memcpy(ext_buf[k] + i * (int64_t)sz, ext_buf[k], sz);
+    }
+    const void * ext[MAX_OPS];
+    for (int64_t pos = b; pos < e; pos += TIDE_EW_BLOCK) {
+        int64_t len = e - pos < TIDE_EW_BLOCK ? e - pos : TIDE_EW_BLOCK;
+        for (int32_t k = 1; k < s->n_ops; k++) {
+            if (s->direct[k]) {
+                ext[k] = s->base[k] + pos * (int64_t)esz;
+            } else if (s->scalar[k]) {
+                ext[k] = ext_buf[k];
+            } else {
+                move_block(s, k, ext_buf[k], pos, len, false);
+                ext[k] = ext_buf[k];
+            }
+        }
+        for (int32_t i = 0; i < f->n_steps; i++) {
+            const tide_fused_step * st = &f->steps[i];
+            const void * in[TIDE_OP_MAX_IN];
+            for (int32_t k = 0; k < st->c.n_in; k++)
+                in[k] = st->src[k] >= 0 ? ext[1 + st->src[k]] : step_buf[-st->src[k] - 1];
+            bool last = i == f->n_steps - 1;
+            void * out = !last ? step_buf[i] : s->direct[0] ? s->base[0] + pos * (int64_t)esz : ext_buf[0];
+            st->loop(len, pos, out, in, &st->c);
+        }
+        if (!s->direct[0]) move_block(s, 0, ext_buf[0], pos, len, true);
+    }
+    if (mem != small) free(mem);
+}
+
+tide_status tide_ew_run_fused(const tide_fused * f, tide_tensor * const * ext, tide_tensor * out) {
+    if (out->nelem == 0) return TIDE_OK;
+    fused_state fs;
+    ew_state *  s = &fs.s;
+    fs.f     = f;
+    s->c     = NULL;
+    s->loop  = NULL;
+    s->n_ops = 1 + f->n_ext;
+    for (int32_t k = 0; k < s->n_ops; k++) {
+        const tide_tensor * t = k ? ext[k - 1] : out;
+        aligned_strides(t, out, s->strides[k]);
+        s->base[k]   = (char *)t->storage->data + t->offset * (int64_t)tide_dtype_size(t->dtype_id);
+        s->dtype[k]  = t->dtype_id;
+        s->want[k]   = f->dtype;
+        s->scalar[k] = k && t->nelem == 1;
+    }
+    coalesce(s, out);
+    for (int32_t k = 0; k < s->n_ops; k++) {
+        bool    contiguous = true;
+        int64_t expect = 1;
+        for (int32_t d = s->nd - 1; d >= 0 && contiguous; d--) {
+            contiguous = s->strides[k][d] == expect || s->sizes[d] == 1;
+            expect *= s->sizes[d];
+        }
+        s->direct[k] = contiguous && s->dtype[k] == s->want[k];
+        if (s->direct[k]) s->scalar[k] = false;
+    }
+    tide_parallel_for(out->nelem, TIDE_GRAIN, TIDE_EW_BLOCK, run_fused_range, &fs);
+    return TIDE_OK;
+}

@@ -24,6 +24,24 @@ typedef void (*tide_ew_loop)(int64_t n, int64_t index0, void * restrict out, con
  * fixed one (TIDE_DTYPE_BOOL for comparisons). A NULL loop is a dtype error. */
 TIDE_INTERNAL tide_status tide_ew_run(const tide_opcall * c, const tide_ew_loop * loops, int32_t out_dtype);
 
+/* A fused kernel: a chain of elementwise steps over one output shape, run block
+ * by block so that what one step makes is still in cache when the next reads
+ * it, and memory is read and written once (graph/pass_fuse.c builds them). */
+enum { TIDE_FUSED_MAX_STEPS = 16 };
+typedef struct tide_fused_step {
+    tide_opcall  c;                      /* op, n_in, compute_dtype, params: what the loop reads */
+    tide_ew_loop loop;
+    int32_t      src[TIDE_OP_MAX_IN];    /* >= 0: external input; < 0: the result of step -src-1 */
+} tide_fused_step;
+typedef struct tide_fused {
+    int32_t         n_steps, n_ext;
+    int32_t         dtype;               /* compute dtype of every step, and of the result */
+    tide_fused_step steps[TIDE_FUSED_MAX_STEPS];
+} tide_fused;
+
+/* Runs f over out, reading ext[0 .. f->n_ext) broadcast to out's shape. */
+TIDE_INTERNAL tide_status tide_ew_run_fused(const tide_fused * f, tide_tensor * const * ext, tide_tensor * out);
+
 /* Elements per block of the general (strided or converting) path: the block's
  * buffers stay in L1/L2 while the inner loop runs. */
 enum { TIDE_EW_BLOCK = 2048 };

@@ -344,10 +344,10 @@ static inline double f64_gelu_tanh(double x) {
     }
 
 #define KERNEL(op, F32, F64)                                                                    \
+    const tide_ew_loop tide_loops_##op[TIDE_DTYPE_COUNT] = {                                    \
+        [TIDE_DTYPE_F32] = F32, [TIDE_DTYPE_F64] = F64};   /* exported for fused kernels */     \
     tide_status tide_cpu_##op(const tide_opcall * c) {                                          \
-        static const tide_ew_loop loops[TIDE_DTYPE_COUNT] = {                                   \
-            [TIDE_DTYPE_F32] = F32, [TIDE_DTYPE_F64] = F64};                                    \
-        return tide_ew_run(c, loops, -1);                                                       \
+        return tide_ew_run(c, tide_loops_##op, -1);                                             \
     }
 
 #define SIMPLE(op, EXPR_F, EXPR_D)                                                              \
