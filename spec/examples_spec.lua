@@ -32,6 +32,27 @@ describe("examples", function()
     os.remove(out_file)
   end)
 
+  it("fashion_mnist trains the same with its step compiled by tide.jit", function()
+    local data = "/usr/share/datasets/fashion-mnist"
+    local f = io.open(data .. "/train-images-idx3-ubyte.gz", "rb")
+    if not f then
+      print("\nskipped: " .. data .. " is missing (Debian's dataset-fashion-mnist; make test installs it)")
+      return
+    end
+    f:close()
+    local out_file = os.tmpname()
+    local function final(compile)
+      local out = run("luajit examples/fashion_mnist.lua --limit 600 --epochs 2 --batch-size 50 --compile " ..
+        compile .. " --out " .. out_file)
+      assert.matches("exit 0\n$", out)
+      return out:match("final test accuracy (%d+%.%d+)%%")
+    end
+    local eager = final(0)
+    assert.is_not_nil(eager)
+    assert.are.equal(eager, final(1))
+    os.remove(out_file)
+  end)
+
   it("fashion_mnist explains bad options and a missing data set", function()
     local out = run("luajit examples/fashion_mnist.lua --model rnn")
     assert.matches("fashion_mnist: %-%-model must be cnn or mlp", out)
