@@ -243,34 +243,40 @@ do
   methods.sub_ = function(a, b, alpha) return add_sub("sub", sub_op, a, b, alpha, a) end
 end
 
-for _, name in ipairs { "addcmul", "addcdiv" } do
-  local op = op_ids[name]
-  local function call(x, t1, t2, value, out)
+do
+  local addcmul_op, addcdiv_op = op_ids.addcmul, op_ids.addcdiv
+
+  -- x + value * t1 * t2 or x + value * t1 / t2 (op, named name), into out or a new tensor
+  local function fused(name, op, x, t1, t2, value, out)
+    if not is_tensor(x) then x = operand(x, name, 1) end
     if not is_tensor(t1) then t1 = operand(t1, name, 2) end
     if not is_tensor(t2) then t2 = operand(t2, name, 3) end
     if value == nil then value = scalar(1) elseif not is_tensor(value) then value = operand(value, name, 4) end
     ins[0], ins[1], ins[2], ins[3] = x, t1, t2, value
     return run(op, 4, nil, out)
   end
-  functions[name] = function(x, t1, t2, value)
-    if not is_tensor(x) then x = operand(x, name, 1) end
-    return call(x, t1, t2, value, nil)
-  end
-  methods[name] = functions[name]
-  methods[name .. "_"] = function(x, t1, t2, value) return call(x, t1, t2, value, x) end
-end
---- addcmul(x, t1, t2 [, value]): x + value * t1 * t2 in one pass (value defaults to 1).
--- x:addcmul_(t1, t2, value) updates x in place, keeping its dtype.
--- @param x, t1, t2 tensors or numbers, broadcast together
--- @param value optional number or tensor (usually 0-d)
--- @return a new tensor (x itself for addcmul_)
--- @usage v:mul_(beta2):addcmul_(g, g, 1 - beta2)
--- @function addcmul
 
---- addcdiv(x, t1, t2 [, value]): x + value * t1 / t2 in one pass (value defaults to 1);
--- floating-point (integer inputs give float32). x:addcdiv_(t1, t2, value) in place.
--- @usage p:addcdiv_(m, denom, -step_size)
--- @function addcdiv
+  --- addcmul(x, t1, t2 [, value]): x + value * t1 * t2 in one pass (value defaults to 1).
+  -- @param x a tensor or a number; t1, t2 likewise, all broadcast together
+  -- @param value optional number or tensor (usually 0-d)
+  -- @return a new tensor
+  -- @usage local v2 = v:addcmul(g, g, 0.001)
+  functions.addcmul = function(x, t1, t2, value) return fused("addcmul", addcmul_op, x, t1, t2, value, nil) end
+  --- x:addcmul_(t1, t2 [, value]): x = x + value * t1 * t2 in place, keeping x's dtype; returns x.
+  -- @usage v:mul_(beta2):addcmul_(g, g, 1 - beta2)
+  methods.addcmul_ = function(x, t1, t2, value) return fused("addcmul", addcmul_op, x, t1, t2, value, x) end
+  --- addcdiv(x, t1, t2 [, value]): x + value * t1 / t2 in one pass (value defaults to 1);
+  -- floating-point (integer inputs give float32).
+  -- @param x a tensor or a number; t1, t2 likewise, all broadcast together
+  -- @param value optional number or tensor (usually 0-d)
+  -- @return a new tensor
+  -- @usage local q = tide.addcdiv(x, a, b, 0.5)
+  functions.addcdiv = function(x, t1, t2, value) return fused("addcdiv", addcdiv_op, x, t1, t2, value, nil) end
+  --- x:addcdiv_(t1, t2 [, value]): x = x + value * t1 / t2 in place; returns x.
+  -- @usage p:addcdiv_(m, denom, -step_size)
+  methods.addcdiv_ = function(x, t1, t2, value) return fused("addcdiv", addcdiv_op, x, t1, t2, value, x) end
+  methods.addcmul, methods.addcdiv = functions.addcmul, functions.addcdiv
+end
 
 do
   local op = op_ids.lerp
@@ -281,17 +287,19 @@ do
     return run(op, 3, nil, out)
   end
   --- lerp(x, end, weight): x + weight * (end - x) in one pass, exactly end at weight 1;
-  -- weight is a number or a tensor that broadcasts. x:lerp_(end, weight) in place.
+  -- weight is a number or a tensor that broadcasts.
   -- @param x a tensor or a number
   -- @param e the end: a tensor or a number
   -- @param w the weight: a number or a tensor
-  -- @return a new tensor (x itself for lerp_)
-  -- @usage m:lerp_(g, 1 - beta1)             -- m = beta1 m + (1 - beta1) g
+  -- @return a new tensor
+  -- @usage local mid = tide.lerp(a, b, 0.5)
   functions.lerp = function(x, e, w)
     if not is_tensor(x) then x = operand(x, "lerp", 1) end
     return call(x, e, w, nil)
   end
   methods.lerp = functions.lerp
+  --- x:lerp_(end, weight): x = x + weight * (end - x) in place; returns x.
+  -- @usage m:lerp_(g, 1 - beta1)
   methods.lerp_ = function(x, e, w) return call(x, e, w, x) end
 end
 
