@@ -68,6 +68,16 @@ local cases = {
   atan2 = { { rnd { 3, 4 }, rnd { 3, 4 } }, function(a, b) return tide.atan2(a, b) end },
   where = { { rnd { 3, 4 }, rnd { 4 } }, function(a, b) return tide.where(a:gt(0), a, b) end },
   masked_fill = { { rnd { 3, 4 } }, function(a) return a:masked_fill(a:lt(0), 7) end },
+  -- the fused ops: the scalar as a 0-d tensor that requires grad, as a number, as a
+  -- full tensor, and the in-place forms on a non-leaf
+  add_scaled = { { rnd { 3, 4 }, rnd { 4 }, rnd {} },
+    function(a, b, s) return { a:add(b, s), a:sub(b, s), tide.add(a, b, 2.5), (a * 1):sub_(b, -0.5) } end },
+  addcmul = { { rnd { 3, 4 }, rnd { 4 }, rnd { 3, 1 }, rnd {} },
+    function(x, a, b, v) return { x:addcmul(a, b, v), x:addcmul(a, b), (x * 1):addcmul_(a, b, x), b:addcmul(a, x, 3) } end },
+  addcdiv = { { rnd { 3, 4 }, rnd { 4 }, rnd({ 3, 1 }, 0.5, 2), rnd {} },
+    function(x, a, b, v) return { x:addcdiv(a, b, v), (x * 1):addcdiv_(a, b, -0.5), x:addcdiv(a, x:abs() + 1, b) } end },
+  lerp = { { rnd { 3, 4 }, rnd { 4 }, rnd({ 3, 4 }, -0.4, 1.4), rnd {} },
+    function(x, e, w, s) return { x:lerp(e, w), x:lerp(e, s), x:lerp(e, 0.3), x:lerp(e, 0.8), (x * 1):lerp_(e, 0.6) } end },
   sum = { { rnd { 2, 3, 4 } }, function(a) return { a:sum(), a:sum(2), a:sum({ 1, 3 }, true) } end },
   mean = { { rnd { 2, 3, 4 } }, function(a) return { a:mean(), a:mean(-1), a:mean({ 1, 2 }, true) } end },
   prod = { { rnd({ 2, 3 }, 0.5, 2) }, function(a) return { a:prod(), a:prod(2) } end },
@@ -303,6 +313,29 @@ describe("autograd", function()
       assert.has_error(function() y:backward() end,
         "backward: input 1 of 'mul' (shape [2]) is needed for its gradient but was modified in place after it " ..
         "was used (version 1, expected 0); clone it before the in-place op")
+    end)
+    it("keep for backward only what the needed gradients read", function()
+      -- lerp saves x only for the weight's gradient, so an in-place lerp_ with a number
+      -- weight leaves nothing it overwrote in the graph; with a weight that requires
+      -- grad, backward needs the old x and says so
+      local x = tide.tensor({ 1, 2 }, { requires_grad = true })
+      local e = tide.tensor({ 5, 10 }, { requires_grad = true })
+      local h = x * 1
+      h:lerp_(e, 0.25)
+      assert.are.equal("lerp", h.grad_fn)
+      h:sum():backward()
+      H.close(x.grad, { 0.75, 0.75 })
+      H.close(e.grad, { 0.25, 0.25 })
+      local w = tide.tensor(0.25, { requires_grad = true })
+      local h2 = x * 1
+      h2:lerp_(e, w)
+      assert.has_error(function() h2:sum():backward() end,
+        "backward: input 1 of 'lerp' (shape [2]) is needed for its gradient but was modified in place after it " ..
+        "was used (version 1, expected 0); clone it before the in-place op")
+      local h3 = x * 1
+      h3:addcmul_(e, e, 0.5)        -- x itself is never saved
+      h3:sum():backward()
+      H.close(x.grad, { 1.75, 1.75 })
     end)
     it("into a view are refused when grad is involved", function()
       local x = tide.tensor({ 1, 2 }, { requires_grad = true })

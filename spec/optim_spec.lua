@@ -296,6 +296,49 @@ describe("optim", function()
       local after = settled()
       assert.is_true(after - before < 256 * 1024, "grew by " .. (after - before))
     end)
+    it("make as few passes over the parameters' memory as their rules need (fused ops)", function()
+      -- counted from a trace of one steady-state step over one [64] parameter: ops
+      -- reading a tensor of 64 elements are passes, the rest are 0-d ops (the step
+      -- count, bias corrections, and the group's factors derived once per step)
+      local function count(name, opts)
+        local p = tide.randn({ 64 }, { requires_grad = true })
+        local opt = optim[name]({ p }, opts)
+        p.grad = tide.randn(64)
+        opt:step()
+        tide.sync()
+        local path = os.tmpname()
+        tide.profile(function() opt:step(); tide.sync() end, path)
+        local f = assert(io.open(path))
+        local trace = f:read("*a")
+        f:close()
+        os.remove(path)
+        local passes, small, seen = 0, 0, {}
+        for op, inputs in trace:gmatch('"name":"([^"]*)","ph":"X"[^\n]-"inputs":"([^"]*)"') do
+          if inputs:find("%[64%]") then passes = passes + 1 else small = small + 1 end
+          seen[#seen + 1] = op
+        end
+        return passes, small, table.concat(seen, " ")
+      end
+      for _, case in ipairs {
+        { "SGD", { lr = 0.1 }, 1, 1 },
+        { "SGD", { lr = 0.1, momentum = 0.9 }, 3, 2 },
+        { "SGD", { lr = 0.1, momentum = 0.9, nesterov = true, weight_decay = 0.1 }, 5, 2 },
+        { "Adam", { lr = 0.1 }, 6, 10 },
+        { "Adam", { lr = 0.1, amsgrad = true, weight_decay = 0.1 }, 8, 10 },
+        { "AdamW", { lr = 0.1 }, 7, 12 },
+        { "RMSprop", { lr = 0.01 }, 5, 3 },
+        { "RMSprop", { lr = 0.01, momentum = 0.9 }, 7, 3 },
+        { "RMSprop", { lr = 0.01, momentum = 0.9, centered = true }, 9, 3 },
+      } do
+        local passes, small, ops = count(case[1], case[2])
+        local keys = {}
+        for k, v in pairs(case[2]) do keys[#keys + 1] = k .. "=" .. tostring(v) end
+        table.sort(keys)
+        local what = string.format("%s {%s}: %s", case[1], table.concat(keys, ", "), ops)
+        assert.are.equal(case[3], passes, what)
+        assert.are.equal(case[4], small, what)
+      end
+    end)
   end)
 
   describe("zero_grad", function()

@@ -188,6 +188,125 @@ for _, name in ipairs { "add", "sub", "mul", "div", "pow", "fmod", "remainder", 
   if bit.band(op_ids[name].flags, C.TIDE_OPF_INPLACE) ~= 0 then methods[name .. "_"] = f_ end
 end
 
+-- -- fused updates ----------------------------------------------------------------------
+-- PyTorch's add/sub alpha, addcmul, addcdiv and lerp: one op and one pass over memory
+-- each, where the expression they stand for takes two to four. Their scalar (alpha,
+-- value, weight) is a number or a tensor (a 0-d one in the optimizers, whose
+-- hyperparameters live in tensors); it is an operand like the others: it broadcasts,
+-- takes part in type promotion as it would in the expression (a number is weak, so
+-- `int_tensor:add(b, 0.5)` is float32 as `int_tensor + 0.5 * b` is) and has a gradient.
+
+do
+  local add_op, sub_op, scaled_op, neg_op = op_ids.add, op_ids.sub, op_ids.add_scaled, op_ids.neg
+
+  -- alpha for add, or -alpha for sub (a tensor alpha is negated by an op, a number here)
+  local function alpha_operand(alpha, name, negate)
+    if type(alpha) == "number" then return scalar(negate and -alpha or alpha) end
+    if not is_tensor(alpha) then
+      fail(string.format("%s: argument 3 (alpha) must be a tensor or a number, got %s", name, type(alpha)))
+    end
+    if not negate then return alpha end
+    ins[0] = alpha
+    return run(neg_op, 1, nil, nil)
+  end
+
+  -- a + alpha * b or a - alpha * b (no alpha: the plain op, as fast as before), into out or new
+  local function add_sub(name, op, a, b, alpha, out)
+    if not is_tensor(b) then b = operand(b, name, 2) end
+    if alpha == nil then
+      ins[0], ins[1] = a, b
+      return run(op, 2, nil, out)
+    end
+    alpha = alpha_operand(alpha, name, op == sub_op)
+    ins[0], ins[1], ins[2] = a, b, alpha
+    return run(scaled_op, 3, nil, out)
+  end
+
+  --- add(a, b [, alpha]): a + alpha * b in one pass (the op add_scaled); without alpha, a + b.
+  -- @param a a tensor or a number
+  -- @param b a tensor or a number
+  -- @param alpha optional number or tensor (usually 0-d)
+  -- @return a new tensor
+  -- @usage local p2 = p:add(g, -0.01)          -- p - 0.01 g
+  functions.add = function(a, b, alpha)
+    if not is_tensor(a) then a = operand(a, "add", 1) end
+    return add_sub("add", add_op, a, b, alpha, nil)
+  end
+  --- sub(a, b [, alpha]): a - alpha * b in one pass; without alpha, a - b.
+  -- @usage local r = tide.sub(x, y, 2)          -- x - 2 y
+  functions.sub = function(a, b, alpha)
+    if not is_tensor(a) then a = operand(a, "sub", 1) end
+    return add_sub("sub", sub_op, a, b, alpha, nil)
+  end
+  methods.add, methods.sub = functions.add, functions.sub
+  --- a:add_(b [, alpha]): a = a + alpha * b in place, keeping a's dtype; returns a.
+  -- @usage buf:mul_(momentum):add_(g, 1 - dampening)
+  methods.add_ = function(a, b, alpha) return add_sub("add", add_op, a, b, alpha, a) end
+  --- a:sub_(b [, alpha]): a = a - alpha * b in place; returns a.
+  -- @usage p:sub_(g, lr)
+  methods.sub_ = function(a, b, alpha) return add_sub("sub", sub_op, a, b, alpha, a) end
+end
+
+do
+  local addcmul_op, addcdiv_op = op_ids.addcmul, op_ids.addcdiv
+
+  -- x + value * t1 * t2 or x + value * t1 / t2 (op, named name), into out or a new tensor
+  local function fused(name, op, x, t1, t2, value, out)
+    if not is_tensor(x) then x = operand(x, name, 1) end
+    if not is_tensor(t1) then t1 = operand(t1, name, 2) end
+    if not is_tensor(t2) then t2 = operand(t2, name, 3) end
+    if value == nil then value = scalar(1) elseif not is_tensor(value) then value = operand(value, name, 4) end
+    ins[0], ins[1], ins[2], ins[3] = x, t1, t2, value
+    return run(op, 4, nil, out)
+  end
+
+  --- addcmul(x, t1, t2 [, value]): x + value * t1 * t2 in one pass (value defaults to 1).
+  -- @param x a tensor or a number; t1, t2 likewise, all broadcast together
+  -- @param value optional number or tensor (usually 0-d)
+  -- @return a new tensor
+  -- @usage local v2 = v:addcmul(g, g, 0.001)
+  functions.addcmul = function(x, t1, t2, value) return fused("addcmul", addcmul_op, x, t1, t2, value, nil) end
+  --- x:addcmul_(t1, t2 [, value]): x = x + value * t1 * t2 in place, keeping x's dtype; returns x.
+  -- @usage v:mul_(beta2):addcmul_(g, g, 1 - beta2)
+  methods.addcmul_ = function(x, t1, t2, value) return fused("addcmul", addcmul_op, x, t1, t2, value, x) end
+  --- addcdiv(x, t1, t2 [, value]): x + value * t1 / t2 in one pass (value defaults to 1);
+  -- floating-point (integer inputs give float32).
+  -- @param x a tensor or a number; t1, t2 likewise, all broadcast together
+  -- @param value optional number or tensor (usually 0-d)
+  -- @return a new tensor
+  -- @usage local q = tide.addcdiv(x, a, b, 0.5)
+  functions.addcdiv = function(x, t1, t2, value) return fused("addcdiv", addcdiv_op, x, t1, t2, value, nil) end
+  --- x:addcdiv_(t1, t2 [, value]): x = x + value * t1 / t2 in place; returns x.
+  -- @usage p:addcdiv_(m, denom, -step_size)
+  methods.addcdiv_ = function(x, t1, t2, value) return fused("addcdiv", addcdiv_op, x, t1, t2, value, x) end
+  methods.addcmul, methods.addcdiv = functions.addcmul, functions.addcdiv
+end
+
+do
+  local op = op_ids.lerp
+  local function call(x, e, w, out)
+    if not is_tensor(e) then e = operand(e, "lerp", 2) end
+    if not is_tensor(w) then w = operand(w, "lerp", 3) end
+    ins[0], ins[1], ins[2] = x, e, w
+    return run(op, 3, nil, out)
+  end
+  --- lerp(x, end, weight): x + weight * (end - x) in one pass, exactly end at weight 1;
+  -- weight is a number or a tensor that broadcasts.
+  -- @param x a tensor or a number
+  -- @param e the end: a tensor or a number
+  -- @param w the weight: a number or a tensor
+  -- @return a new tensor
+  -- @usage local mid = tide.lerp(a, b, 0.5)
+  functions.lerp = function(x, e, w)
+    if not is_tensor(x) then x = operand(x, "lerp", 1) end
+    return call(x, e, w, nil)
+  end
+  methods.lerp = functions.lerp
+  --- x:lerp_(end, weight): x = x + weight * (end - x) in place; returns x.
+  -- @usage m:lerp_(g, 1 - beta1)
+  methods.lerp_ = function(x, e, w) return call(x, e, w, x) end
+end
+
 do -- gelu(x, approximate): approximate = "tanh" for the tanh form
   local op = op_ids.gelu
   local function gelu(a, approximate, out)

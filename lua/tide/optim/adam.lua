@@ -58,19 +58,24 @@ local function derive(hy, group, decoupled)
 end
 
 -- The update shared by Adam and AdamW (decoupled: the weight decay multiplies p).
+-- Six passes over the parameter's memory (lerp_, mul_, addcmul_, sqrt, add_,
+-- addcdiv_; one more for amsgrad, weight decay or maximize) and eight 0-d ops.
+-- The published p - lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps) is computed as
+-- p + lr sqrt(bc2) / (beta1^t - 1) * m / (sqrt(v) + eps sqrt(bc2)), the same
+-- value (numerator and denominator multiplied by sqrt(bc2); beta1^t - 1 is
+-- exactly -bc1), which scales the small factors instead of the whole of v.
 local function update(p, g, st, group, hy, d, decoupled)
   if group.maximize then g = -g end
   local step = st.step
   step:add_(1)
   if group.weight_decay ~= 0 then
-    if decoupled then p:mul_(d.decay) else g = g + p * hy.weight_decay end
+    if decoupled then p:mul_(d.decay) else g = g:add(p, hy.weight_decay) end
   end
   local m, v = st.exp_avg, st.exp_avg_sq
-  m:add_((g - m):mul_(d.one_minus_beta1))              -- m.lerp_(g, 1 - beta1)
-  v:mul_(hy.beta2):add_((g * g):mul_(d.one_minus_beta2))
-  local bias_correction1 = 1 - hy.beta1 ^ step
-  local bias_correction2 = 1 - hy.beta2 ^ step
-  local neg_step_size = (hy.lr / bias_correction1):neg_()
+  m:lerp_(g, d.one_minus_beta1)                          -- beta1 m + (1 - beta1) g
+  v:mul_(hy.beta2):addcmul_(g, g, d.one_minus_beta2)     -- beta2 v + (1 - beta2) g^2
+  local bc2_sqrt = (1 - hy.beta2 ^ step):sqrt_()
+  local neg_step_size = (hy.lr * bc2_sqrt):div_(hy.beta1 ^ step - 1)
   local denom
   if group.amsgrad then
     local vmax = st.max_exp_avg_sq
@@ -84,8 +89,8 @@ local function update(p, g, st, group, hy, d, decoupled)
   else
     denom = v:sqrt()
   end
-  denom:div_(bias_correction2:sqrt_()):add_(hy.eps)
-  p:add_((m * neg_step_size):div_(denom))
+  denom:add_(bc2_sqrt, hy.eps)                           -- sqrt(v) + eps sqrt(bc2)
+  p:addcdiv_(m, denom, neg_step_size)
 end
 
 --- Adam(params, {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 0,

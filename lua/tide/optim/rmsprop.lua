@@ -56,12 +56,15 @@ function RMSprop.derive(hy)
   return { one_minus_alpha = 1 - hy.alpha, neg_lr = -hy.lr }
 end
 
+-- Five passes over the parameter's memory (mul_, addcmul_, sqrt, add_, addcdiv_);
+-- momentum makes the last one three (the buffer's mul_ and addcdiv_, then p's add_),
+-- centered adds two (lerp_, and addcmul before the sqrt), weight decay and maximize one each.
 function RMSprop.update(p, g, st, group, hy, d)
   if group.maximize then g = -g end
   st.step:add_(1)
-  if group.weight_decay ~= 0 then g = g + p * hy.weight_decay end
+  if group.weight_decay ~= 0 then g = g:add(p, hy.weight_decay) end
   local sq = st.square_avg
-  sq:mul_(hy.alpha):add_((g * g):mul_(d.one_minus_alpha))
+  sq:mul_(hy.alpha):addcmul_(g, g, d.one_minus_alpha)    -- alpha v + (1 - alpha) g^2
   local avg
   if group.centered then
     local ga = st.grad_avg
@@ -69,8 +72,8 @@ function RMSprop.update(p, g, st, group, hy, d)
       ga = Optimizer.zeros_like(p)
       st.grad_avg = ga
     end
-    ga:add_((g - ga):mul_(d.one_minus_alpha))           -- ga.lerp_(g, 1 - alpha)
-    avg = (sq - ga * ga):sqrt_()
+    ga:lerp_(g, d.one_minus_alpha)                       -- alpha a + (1 - alpha) g
+    avg = sq:addcmul(ga, ga, -1):sqrt_()                 -- sqrt(v - a^2)
   else
     avg = sq:sqrt()
   end
@@ -81,10 +84,10 @@ function RMSprop.update(p, g, st, group, hy, d)
       buf = Optimizer.zeros_like(p)
       st.momentum_buffer = buf
     end
-    buf:mul_(hy.momentum):add_(g / avg)
-    p:add_(buf * d.neg_lr)
+    buf:mul_(hy.momentum):addcdiv_(g, avg)               -- momentum b + g / avg
+    p:add_(buf, d.neg_lr)
   else
-    p:add_((g * d.neg_lr):div_(avg))
+    p:addcdiv_(g, avg, d.neg_lr)
   end
 end
 

@@ -43,20 +43,22 @@ function SGD.derive(hy, group)
   return { neg_lr = -hy.lr, keep = group.momentum ~= 0 and 1 - hy.dampening or nil }
 end
 
+-- One pass over the parameter (p + neg_lr g), three with momentum (the buffer's
+-- mul_ and add_, then p's), four with Nesterov; weight decay and maximize add one each.
 function SGD.update(p, g, st, group, hy, d)
   if group.maximize then g = -g end
-  if group.weight_decay ~= 0 then g = g + p * hy.weight_decay end
+  if group.weight_decay ~= 0 then g = g:add(p, hy.weight_decay) end
   if group.momentum ~= 0 then
     local buf = st.momentum_buffer
     if buf == nil then
       buf = g:clone()
       st.momentum_buffer = buf
     else
-      buf:mul_(hy.momentum):add_(g * d.keep)
+      buf:mul_(hy.momentum):add_(g, d.keep)
     end
-    if group.nesterov then g = g + buf * hy.momentum else g = buf end
+    if group.nesterov then g = g:add(buf, hy.momentum) else g = buf end
   end
-  p:add_(g * d.neg_lr)
+  p:add_(g, d.neg_lr)
 end
 
 return SGD

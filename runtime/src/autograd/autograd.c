@@ -163,9 +163,13 @@ tide_status tide_autograd_record(const tide_opcall * c, tide_tensor * out) {
     if (!n) return TIDE_E_OOM;
     n->p = c->p;
     for (int32_t i = 0; i < c->n_out; i++) meta_of(&n->out[i], c->out[i]);
-    uint32_t want = rule ? rule->save : 0;
-    for (int32_t i = 0; i < c->n_in && want; i++)
-        if ((want & (1u << i)) && save(n, i, c->in[i], 0) != TIDE_OK) goto oom;
+    uint32_t want = rule ? rule->save : 0, needed = 0;
+    for (int32_t i = 0; i < c->n_in; i++)
+        if (tide_needs_grad(c->in[i])) needed |= 1u << i;
+    for (int32_t i = 0; i < c->n_in && want; i++) {
+        if (!(want & (1u << i)) || (rule->only_for[i] && !(rule->only_for[i] & needed))) continue;
+        if (save(n, i, c->in[i], 0) != TIDE_OK) goto oom;
+    }
     /* an in-place op bumps out's version after this; what it wrote is saved at the new one */
     for (int32_t i = 0; i < c->n_out && want; i++)
         if ((want & (1u << (TIDE_OP_MAX_IN + i))) && save(n, TIDE_OP_MAX_IN + i, c->out[i], out ? 1 : 0) != TIDE_OK)
@@ -264,6 +268,15 @@ tide_tensor * g_keep(tide_grad_ctx * c, tide_tensor * t) {
         return NULL;
     }
     c->temps[c->n_temps++] = t;
+    return t;
+}
+
+tide_tensor * g_saved(tide_grad_ctx * c, int32_t slot) {
+    tide_tensor * t = c->node->saved[slot];
+    if (!t && c->st == TIDE_OK)
+        c->st = tide_error_set(TIDE_E_INTERNAL, "backward: the rule of '%s' reads %s %d, which it did not save",
+                               node_name(c->node), slot < TIDE_OP_MAX_IN ? "input" : "output",
+                               (slot < TIDE_OP_MAX_IN ? slot : slot - TIDE_OP_MAX_IN) + 1);
     return t;
 }
 

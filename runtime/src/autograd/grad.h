@@ -29,7 +29,7 @@ enum { TIDE_SAVED_MAX = TIDE_OP_MAX_IN + TIDE_OP_MAX_OUT };
 
 /* Which tensors a rule reads in backward: saved as detached aliases. */
 enum {
-    SAVE_IN0 = 1, SAVE_IN1 = 2, SAVE_IN2 = 4,
+    SAVE_IN0 = 1, SAVE_IN1 = 2, SAVE_IN2 = 4, SAVE_IN3 = 8,
     SAVE_OUT0 = 1 << TIDE_OP_MAX_IN, SAVE_OUT1 = 2 << TIDE_OP_MAX_IN
 };
 
@@ -38,6 +38,11 @@ typedef tide_status (*tide_grad_fn)(struct tide_grad_ctx * c);
 typedef struct tide_grad_rule {
     uint32_t     save;   /* SAVE_* */
     tide_grad_fn fn;
+    /* Saved input i is kept only when an input of mask only_for[i] (bit j: input j)
+     * requires grad; 0: always. A rule reads it only for those gradients, so an
+     * in-place op that overwrites it stays differentiable when they are not needed
+     * (x:lerp_(e, 0.5) keeps no x). */
+    uint8_t      only_for[TIDE_OP_MAX_IN];
 } tide_grad_rule;
 
 struct tide_node {
@@ -80,6 +85,9 @@ TIDE_INTERNAL const tide_grad_rule * tide_op_grad_rule(int32_t op);
 TIDE_INTERNAL tide_tensor * g_call(tide_grad_ctx * c, int32_t op, int32_t n, tide_tensor * a, tide_tensor * b,
                                    tide_tensor * d, const tide_op_params * p);
 TIDE_INTERNAL tide_tensor * g_keep(tide_grad_ctx * c, tide_tensor * t);       /* takes +1 t; NULL fails */
+/* Saved tensor `slot` (an input, or TIDE_OP_MAX_IN + an output); one the node did not
+ * save (its rule's save or only_for masks left it out) fails: a bug in the rule. */
+TIDE_INTERNAL tide_tensor * g_saved(tide_grad_ctx * c, int32_t slot);
 TIDE_INTERNAL tide_tensor * g_num(tide_grad_ctx * c, double v);               /* a weak host number */
 TIDE_INTERNAL tide_tensor * g_zeros(tide_grad_ctx * c, const tide_meta * m);
 /* A gradient of a reduction's output, reshaped with the reduced dims kept and
@@ -111,8 +119,8 @@ static inline tide_op_params g_params(int32_t n, const int64_t * ints, int32_t k
 }
 
 #define GY(i)  (c->gy[i])
-#define IN(i)  (c->node->saved[i])
-#define OUT(i) (c->node->saved[TIDE_OP_MAX_IN + (i)])
+#define IN(i)  g_saved(c, (i))
+#define OUT(i) g_saved(c, TIDE_OP_MAX_IN + (i))
 #define U(op, a)       g_call(c, TIDE_OP_##op, 1, (a), NULL, NULL, NULL)
 #define B(op, a, b)    g_call(c, TIDE_OP_##op, 2, (a), (b), NULL, NULL)
 #define W(cond, a, b)  g_call(c, TIDE_OP_where, 3, (cond), (a), (b), NULL)
@@ -121,7 +129,13 @@ static inline tide_op_params g_params(int32_t n, const int64_t * ints, int32_t k
 /* Defines the rule of registry op `name`, saving `save` (SAVE_* flags). */
 #define GRAD(name, save)                                                      \
     static tide_status grad_##name(tide_grad_ctx * c);                        \
-    const tide_grad_rule tide_grad_##name = {(save), grad_##name};            \
+    const tide_grad_rule tide_grad_##name = {(save), grad_##name, {0}};       \
+    static tide_status grad_##name(tide_grad_ctx * c)
+/* The same, with the only_for masks of the saved inputs that some gradients need:
+ * GRAD_ONLY_FOR(lerp, SAVE_IN0 | SAVE_IN2, [0] = 1 << 2) keeps x only for weight's. */
+#define GRAD_ONLY_FOR(name, save, ...)                                        \
+    static tide_status grad_##name(tide_grad_ctx * c);                        \
+    const tide_grad_rule tide_grad_##name = {(save), grad_##name, {__VA_ARGS__}}; \
     static tide_status grad_##name(tide_grad_ctx * c)
 
 #endif /* TIDE_GRAD_H */

@@ -92,6 +92,46 @@ GRAD(remainder, SAVE_IN0 | SAVE_IN1) {   /* a - floor(a/b) b */
     if (NEEDS(1)) g_set(c, 1, U(neg, B(mul, GY(0), U(floor, B(div, IN(0), IN(1))))));
     return TIDE_OK;
 }
+/* The fused updates. Their scalar (alpha, value, weight) is an input like the others:
+ * its gradient is left in the broadcast shape for the walk to sum back to 0-d. Each
+ * saved input is kept only for the gradients that read it (masks of inputs, bit j for
+ * input j), so x:lerp_(e, 0.5) or x:addcmul_(t1, t2, 0.5) on a tensor with a history
+ * keeps nothing the in-place write overwrites unless a gradient needs it. */
+GRAD_ONLY_FOR(add_scaled, SAVE_IN1 | SAVE_IN2, [1] = 1 << 2, [2] = 1 << 1) {   /* a + alpha b */
+    SET(0, GY(0));
+    SET(1, B(mul, GY(0), IN(2)));
+    SET(2, B(mul, GY(0), IN(1)));
+    return TIDE_OK;
+}
+/* x + v t1 t2 */
+GRAD_ONLY_FOR(addcmul, SAVE_IN1 | SAVE_IN2 | SAVE_IN3, [1] = 0xc, [2] = 0xa, [3] = 0x6) {
+    SET(0, GY(0));
+    if (NEEDS(1) || NEEDS(2)) {
+        tide_tensor * gyv = B(mul, GY(0), IN(3));
+        SET(1, B(mul, gyv, IN(2)));
+        SET(2, B(mul, gyv, IN(1)));
+    }
+    SET(3, B(mul, GY(0), B(mul, IN(1), IN(2))));
+    return TIDE_OK;
+}
+/* x + v t1 / t2: d/dt1 = v / t2, d/dt2 = -(v / t2) t1 / t2 */
+GRAD_ONLY_FOR(addcdiv, SAVE_IN1 | SAVE_IN2 | SAVE_IN3, [1] = 0xc, [3] = 0x6) {
+    SET(0, GY(0));
+    if (NEEDS(1) || NEEDS(2)) {
+        tide_tensor * g1 = B(div, B(mul, GY(0), IN(3)), IN(2));
+        SET(1, g1);
+        SET(2, U(neg, B(div, B(mul, g1, IN(1)), IN(2))));
+    }
+    SET(3, B(div, B(mul, GY(0), IN(1)), IN(2)));
+    return TIDE_OK;
+}
+/* x + w (end - x), whichever of its two forms the kernel took */
+GRAD_ONLY_FOR(lerp, SAVE_IN0 | SAVE_IN1 | SAVE_IN2, [0] = 1 << 2, [1] = 1 << 2, [2] = 0x3) {
+    SET(0, B(mul, GY(0), B(sub, NUM(1), IN(2))));
+    SET(1, B(mul, GY(0), IN(2)));
+    SET(2, B(mul, GY(0), B(sub, IN(1), IN(0))));
+    return TIDE_OK;
+}
 /* maximum/minimum: the gradient goes to the chosen input, split evenly on ties */
 static void pick_grad(tide_grad_ctx * c, int32_t op) {
     tide_tensor * half = B(mul, GY(0), NUM(0.5));
