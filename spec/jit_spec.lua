@@ -204,8 +204,9 @@ describe("jit.compile", function()
       return a + b
     end
     local counts = {}
-    for name, passes in pairs { all = { fuse = false }, no_cse = { cse = false, fuse = false },
-                                none = { cse = false, dce = false, fuse = false } } do
+    for name, passes in pairs { all = { fuse = false, fold = false, simplify = false },   -- DCE and CSE alone
+                                no_cse = { cse = false, fuse = false, fold = false, simplify = false },
+                                none = { cse = false, dce = false, fuse = false, fold = false, simplify = false } } do
       local f = tide.jit.compile(fn, { warmup = 0, passes = passes })
       for _ = 1, 2 do H.close(f(tide.ones(2)), { 2 * math.sin(2), 2 * math.sin(2) }, 1e-6, 1e-6) end
       counts[name] = f:stats().graphs[1].nodes
@@ -213,8 +214,8 @@ describe("jit.compile", function()
     assert.are.equal(3, counts.all)        -- mul, sin, add, and nothing else
     assert.are.equal(5, counts.no_cse)     -- the second mul and sin stay
     assert.are.equal(8, counts.none)       -- exp, mul, mul, sin, mul, sin, mul, add
-    assert.has_error(function() tide.jit.compile(fn, { passes = { fold = false } }) end,
-      "jit.compile: unknown pass 'fold' (dce, cse, fuse)")
+    assert.has_error(function() tide.jit.compile(fn, { passes = { unroll = false } }) end,
+      "jit.compile: unknown pass 'unroll' (dce, cse, fuse, fold, simplify)")
   end)
 
   it("keeps what replays must do though nothing reads it: in-place updates, gradients, random draws", function()
@@ -281,6 +282,37 @@ describe("jit.compile", function()
     H.close(a, (x * 2):exp(), 0, 0)
     H.close(b, (x * 2):exp():sin():cos(), 0, 0)
     assert.are.equal(2, f:stats().graphs[1].nodes)
+  end)
+
+  it("folds what depends on constants only, and simplifies x*1, x+0, x/1 and transposes that cancel", function()
+    local function fn(x)
+      local mask = tide.ones(4, 4):triu(1):mul(-1e9)   -- constants only
+      local y = (x * 1 + 0) / 1
+      return (y:t():t() + mask):softmax(2)
+    end
+    local x = tide.randn(4, 4)
+    local want = fn(x)
+    local f = tide.jit.compile(fn, { warmup = 0, passes = { fuse = false } })
+    for _ = 1, 2 do assert.are.equal(0, (f(x) - want):abs():max():item()) end
+    assert.are.equal(2, f:stats().graphs[1].nodes)   -- add, softmax
+    local g = tide.jit.compile(fn, { warmup = 0, passes = { fuse = false, fold = false, simplify = false } })
+    for _ = 1, 2 do assert.are.equal(0, (g(x) - want):abs():max():item()) end
+    assert.is_true(g:stats().graphs[1].nodes >= 8)
+  end)
+
+  it("does not fold a constant that is written in place later, nor one it returns", function()
+    local f = tide.jit.compile(function(x)
+      local acc = tide.zeros(3)
+      acc:add_(x)                 -- in place: must start from zero at every replay
+      return acc, tide.ones(2)    -- a returned tensor must be new each time
+    end, { warmup = 0 })
+    local a1, o1 = f(tide.ones(3))
+    local a2, o2 = f(tide.ones(3))
+    H.close(a2, { 1, 1, 1 })
+    assert.are_not.equal(o1, o2)
+    o1:fill_(5)
+    H.close(o2, { 1, 1 })
+    local _ = a1
   end)
 
   it("rejects bad arguments", function()

@@ -341,7 +341,7 @@ end
 -- replays it. opts: static = {argument positions baked in}, warmup = 1 (eager
 -- calls per signature before capturing), max_cache = 8 (signatures kept),
 -- log = false (print why each capture happened; also TIDE_JIT_LOG=1), passes =
--- {dce = true, cse = true, fuse = true} (set one false to switch that pass off).
+-- {dce, cse, fuse, fold, simplify = true} (set one false to switch that pass off).
 -- @usage local step = tide.jit.compile(train_step); step(x, y)
 function M.compile(fn, opts)
   if type(fn) ~= "function" then fail("jit.compile: argument 1 must be a function, got " .. type(fn)) end
@@ -358,13 +358,14 @@ function M.compile(fn, opts)
     end
     statics[i] = true
   end
-  local pass_bits = { dce = C.TIDE_GRAPH_PASS_DCE, cse = C.TIDE_GRAPH_PASS_CSE, fuse = C.TIDE_GRAPH_PASS_FUSE }
+  local pass_bits = { dce = C.TIDE_GRAPH_PASS_DCE, cse = C.TIDE_GRAPH_PASS_CSE, fuse = C.TIDE_GRAPH_PASS_FUSE,
+                      fold = C.TIDE_GRAPH_PASS_FOLD, simplify = C.TIDE_GRAPH_PASS_SIMPLIFY }
   local passes = C.TIDE_GRAPH_PASS_ALL
   if opts.passes ~= nil then
     if type(opts.passes) ~= "table" then fail("jit.compile: passes must be a table such as {cse = false}") end
     for k, v in pairs(opts.passes) do
       local bit_ = pass_bits[k]
-      if not bit_ then fail("jit.compile: unknown pass '" .. tostring(k) .. "' (dce, cse, fuse)") end
+      if not bit_ then fail("jit.compile: unknown pass '" .. tostring(k) .. "' (dce, cse, fuse, fold, simplify)") end
       if v == false then passes = bit.band(passes, bit.bnot(bit_)) end
     end
   end

@@ -350,7 +350,9 @@ enum {
     TIDE_GRAPH_PASS_DCE = 1,   /* drop nodes nothing outside the graph can see */
     TIDE_GRAPH_PASS_CSE = 2,   /* merge nodes that repeat an earlier one */
     TIDE_GRAPH_PASS_FUSE = 4,  /* run chains of elementwise ops as one kernel, one pass over memory */
-    TIDE_GRAPH_PASS_ALL = 7
+    TIDE_GRAPH_PASS_FOLD = 8,  /* what depends on constants only is computed once, at capture */
+    TIDE_GRAPH_PASS_SIMPLIFY = 16,  /* x*1, x+0, x-0, x/1, permutations that cancel: x itself */
+    TIDE_GRAPH_PASS_ALL = 31
 };
 /* Runs the passes (a mask of TIDE_GRAPH_PASS_*) after capture_end; *changed
  * (may be NULL) receives how many nodes they removed. */

@@ -125,7 +125,8 @@ static int32_t value_of(tide_graph * g, tide_tensor * t) {
         g->values[id].node = g->n_nodes - 1;
         return id;
     }
-    return new_value(g, TIDE_GV_EXTERN, t);
+    /* a wrapped host number (Lua's 2 in x * 2, cached by the binding) never changes: a constant */
+    return new_value(g, (t->flags & TIDE_TENSOR_WRAPPED_NUMBER) ? TIDE_GV_CONST : TIDE_GV_EXTERN, t);
 }
 
 #define OOM(g) fail((g), TIDE_E_OOM, "jit capture: out of memory recording the graph")
@@ -307,6 +308,13 @@ tide_status tide_graph_capture_end(tide_graph * g, char * leaks, size_t n_leaks)
                                      n->origin[0] ? n->origin : "?");
             if (used >= n_leaks) used = n_leaks - 1;
         }
+    }
+    /* What depends only on constants keeps its captured value, for constant folding
+     * (tide_graph_optimize decides); every other captured tensor is let go. */
+    tide_pass_mark_constants(g);
+    for (int32_t id = 0; id < g->n_values; id++) {
+        tide_gvalue * v = &g->values[id];
+        if (v->kind != TIDE_GV_NODE || !v->t || v->constant) continue;
         tide_tensor_release(v->t);
         v->t = NULL;
     }
@@ -377,8 +385,15 @@ static tide_status plan(tide_graph * g) {
 tide_status tide_graph_optimize(tide_graph * g, uint32_t passes, int32_t * changed) {
     if (g->capturing) return tide_error_set(TIDE_E_VALUE, "jit optimize: the graph is still being captured");
     int32_t total = 0;
+    int32_t r = tide_pass_fold(g, (passes & TIDE_GRAPH_PASS_FOLD) != 0);
+    if (r < 0) return tide_error_set(TIDE_E_OOM, "jit optimize: out of memory");
+    total += r;
+    if (passes & TIDE_GRAPH_PASS_SIMPLIFY) {
+        if ((r = tide_pass_simplify(g)) < 0) return tide_error_set(TIDE_E_OOM, "jit optimize: out of memory");
+        total += r;
+    }
     for (int round = 0; round < 4; round++) {   /* CSE can leave dead code behind, and DCE expose more CSE */
-        int32_t n = 0, r;
+        int32_t n = 0;
         if ((passes & TIDE_GRAPH_PASS_CSE) && (r = tide_pass_cse(g)) != 0) {
             if (r < 0) return tide_error_set(TIDE_E_OOM, "jit optimize: out of memory");
             n += r;
@@ -391,7 +406,7 @@ tide_status tide_graph_optimize(tide_graph * g, uint32_t passes, int32_t * chang
         if (!n) break;
     }
     if (passes & TIDE_GRAPH_PASS_FUSE) {
-        int32_t r = tide_pass_fuse(g);
+        r = tide_pass_fuse(g);
         if (r < 0) return tide_error_set(TIDE_E_OOM, "jit optimize: out of memory");
         total += r;
     }

@@ -24,7 +24,9 @@ typedef struct tide_gvalue {
     int32_t       ndim, dtype;
     tide_device   dev;
     int64_t       sizes[TIDE_MAX_DIMS];
-    tide_tensor * t;            /* EXTERN, CONST: retained; NODE: the captured tensor, retained until capture ends */
+    tide_tensor * t;            /* EXTERN, CONST: retained; NODE: the captured tensor, retained until capture ends
+                                 * (and until tide_graph_optimize for `constant` ones) */
+    int32_t       constant;     /* NODE: depends on constants only (pass_fold.c) */
 } tide_gvalue;
 
 /* What a node does. */

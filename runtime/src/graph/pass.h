@@ -20,5 +20,11 @@ TIDE_INTERNAL int32_t tide_graph_compact(tide_graph * g, const bool * keep);
 TIDE_INTERNAL int32_t tide_pass_dce(tide_graph * g);
 TIDE_INTERNAL int32_t tide_pass_cse(tide_graph * g);
 TIDE_INTERNAL int32_t tide_pass_fuse(tide_graph * g);
+/* At capture end: marks the values that depend on constants only (their captured
+ * tensors are kept). In optimize: with fold, they become constants and their nodes
+ * go; without, the kept tensors are let go. */
+TIDE_INTERNAL void    tide_pass_mark_constants(tide_graph * g);
+TIDE_INTERNAL int32_t tide_pass_fold(tide_graph * g, bool fold);
+TIDE_INTERNAL int32_t tide_pass_simplify(tide_graph * g);
 
 #endif /* TIDE_PASS_H */
