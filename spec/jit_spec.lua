@@ -315,6 +315,33 @@ describe("jit.compile", function()
     local _ = a1
   end)
 
+  it("check mode runs eager and compiled side by side and reports where they part", function()
+    local scale = 2
+    local w = tide.ones(3)
+    local f = tide.jit.compile(function(x)
+      w:mul_(scale)              -- a number read from an upvalue: a constant of the graph
+      return x * w
+    end, { warmup = 0, check = true })
+    f(tide.ones(3))              -- captured: w = 2
+    H.close(f(tide.ones(3)), { 4, 4, 4 })   -- replayed and checked: agree
+    assert.are.equal("", f:explain():match("check:.*") or "")
+    scale = 3                    -- eager now multiplies by 3, the graph still by 2
+    local r = f(tide.ones(3))
+    H.close(r, { 12, 12, 12 })   -- the eager result stands
+    H.close(w, { 12, 12, 12 })
+    assert.matches("check: result 1 differs from the eager run by 4", f:explain())
+    -- a correct training step checks clean
+    local m = nn.Linear(4, 2)
+    local opt = tide.optim.SGD(m:parameters(), { lr = 0.1, momentum = 0.9 })
+    local step = tide.jit.compile(function(x)
+      local loss = m(x):pow(2):sum()
+      opt:zero_grad(); loss:backward(); opt:step()
+      return loss
+    end, { check = true })
+    for _ = 1, 5 do step(tide.randn(3, 4)) end
+    assert.is_nil(step:explain():match("check:"))
+  end)
+
   it("rejects bad arguments", function()
     assert.has_error(function() tide.jit.compile(3) end, "jit.compile: argument 1 must be a function, got number")
     assert.has_error(function() tide.jit.compile(print, { bogus = 1 }) end, "jit.compile: unknown option 'bogus'")

@@ -32,6 +32,9 @@
 -- - A tensor made during capture that Lua still holds afterwards without
 --   returning it is reported (with the line that made it): replay makes a new
 --   one and the held one goes stale.
+-- - `{check = true}` runs each replay and the eager function side by side and
+--   reports the first result or written tensor that differs (for instance
+--   when the function reads a Lua number that has changed since capture).
 -- - The function returns tensors (or nil), as several values or in a flat table.
 local B = require "bindings.ffi"
 local T = require "tide.tensor"
@@ -235,6 +238,74 @@ local function replay(entry, args, n, statics)
   return unpack(r, 1, plan.n)
 end
 
+-- -- check mode -------------------------------------------------------------------------
+
+local rng_seed, rng_off = ffi.new("uint64_t[1]"), ffi.new("uint64_t[1]")
+local n_written = ffi.new("int32_t[1]")
+local origins = ffi.new("const char *[?]", 256)
+
+-- The largest difference between two tensors (math.huge when the shapes differ).
+local function max_diff(a, b)
+  if not is_tensor(a) or not is_tensor(b) then return a == b and 0 or math.huge end
+  local sa, sb = T.methods.shape(a), T.methods.shape(b)
+  if #sa ~= #sb then return math.huge end
+  for i = 1, #sa do if sa[i] ~= sb[i] then return math.huge end end
+  if a:numel() == 0 then return 0 end
+  return (a:double() - b:double()):abs():max():item()
+end
+
+-- Runs the graph and the eager function from the same state (the tensors the
+-- graph writes, and the generator, are put back in between) and compares what
+-- each returned and left in those tensors. The eager run's results stand.
+local function check_call(self, entry, args, n)
+  local autograd = require "tide.autograd"
+  local g = entry.graph
+  local w = C.tide_graph_written(g, n_written, origins, 256)
+  local written, where = {}, {}
+  for i = 0, n_written[0] - 1 do
+    C.tide_tensor_retain(w[i])
+    written[i + 1] = wrap(w[i], 0)
+    where[i + 1] = i < 256 and ffi.string(origins[i]) or "?"
+  end
+  C.tide_rng_get_state(rng_seed, rng_off)
+  local seed, off = rng_seed[0], rng_off[0]
+  local before = autograd.no_grad(function()
+    local r = {}
+    for i, t in ipairs(written) do r[i] = t:clone() end
+    return r
+  end)
+  local compiled = { replay(entry, args, n, self.statics) }
+  local after = autograd.no_grad(function()
+    local r = {}
+    for i, t in ipairs(written) do r[i] = t:clone(); t:copy_(before[i]) end
+    return r
+  end)
+  C.tide_rng_set_state(seed, off)
+  local eager = { self.fn(unpack(args, 1, n)) }
+  local tol = self.check_tolerance
+  local report
+  for i = 1, math.max(#compiled, #eager) do
+    local d = max_diff(compiled[i], eager[i])
+    if d > tol then
+      report = string.format("result %d differs from the eager run by %.3g", i, d)
+      break
+    end
+  end
+  for i, t in ipairs(written) do
+    if report then break end
+    local d = max_diff(after[i], t)
+    if d > tol then
+      report = string.format("the %s %s tensor written in place (last at %s) differs from the eager run by %.3g",
+        T.methods.dtype(t), "[" .. table.concat(T.methods.shape(t), ",") .. "]", where[i], d)
+    end
+  end
+  if report then
+    self.check_reports[#self.check_reports + 1] = report
+    io.stderr:write("tide.jit check: " .. self.where .. ": " .. report .. "\n")
+  end
+  return unpack(eager, 1, table.maxn(eager))
+end
+
 -- -- the compiled function --------------------------------------------------------------
 
 local Compiled = {}
@@ -247,6 +318,7 @@ function Compiled.__call(self, ...)
   local entry = self.cache[key]
   if entry and entry.graph then
     self.replays = self.replays + 1
+    if self.check then return check_call(self, entry, args, n) end
     return replay(entry, args, n, self.statics)
   end
   if not entry then
@@ -280,6 +352,7 @@ function Compiled:explain()
   local lines = {}
   for i, e in ipairs(self.explanations) do lines[#lines + 1] = string.format("capture %d: %s", i, e) end
   for _, w in ipairs(self.warnings) do lines[#lines + 1] = "warning: " .. w end
+  for _, r in ipairs(self.check_reports) do lines[#lines + 1] = "check: " .. r end
   if self.gave_up then lines[#lines + 1] = "gave up capturing after " .. self.max_cache .. " signatures" end
   return table.concat(lines, "\n")
 end
@@ -341,13 +414,16 @@ end
 -- replays it. opts: static = {argument positions baked in}, warmup = 1 (eager
 -- calls per signature before capturing), max_cache = 8 (signatures kept),
 -- log = false (print why each capture happened; also TIDE_JIT_LOG=1), passes =
--- {dce, cse, fuse, fold, simplify = true} (set one false to switch that pass off).
+-- {dce, cse, fuse, fold, simplify = true} (set one false to switch that pass off),
+-- check = false (true, or {tolerance = 1e-5}: every replay also runs the Lua
+-- function from the same state and reports, in :explain() and on stderr, the
+-- first result or written tensor that differs; the eager results stand).
 -- @usage local step = tide.jit.compile(train_step); step(x, y)
 function M.compile(fn, opts)
   if type(fn) ~= "function" then fail("jit.compile: argument 1 must be a function, got " .. type(fn)) end
   opts = opts or {}
   if type(opts) ~= "table" then fail("jit.compile: options must be a table, got " .. type(opts)) end
-  local known = { static = true, warmup = true, max_cache = true, log = true, passes = true }
+  local known = { static = true, warmup = true, max_cache = true, log = true, passes = true, check = true }
   for k in pairs(opts) do
     if not known[k] then fail("jit.compile: unknown option '" .. tostring(k) .. "'") end
   end
@@ -375,6 +451,8 @@ function M.compile(fn, opts)
     log = opts.log or os.getenv("TIDE_JIT_LOG") == "1",
     where = string.format("the function at %s:%d", info.short_src, info.linedefined),
     cache = {}, cache_order = {}, explanations = {}, warnings = {}, captures = 0, replays = 0,
+    check = opts.check and true or false, check_reports = {},
+    check_tolerance = type(opts.check) == "table" and opts.check.tolerance or 1e-5,
   }, Compiled)
   return self
 end

@@ -361,6 +361,11 @@ tide_status  tide_graph_optimize(tide_graph * g, uint32_t passes, int32_t * chan
  * included, tensors bound by reference not), and a description of the largest
  * buffers live at that peak with the lines that made them (at most n bytes). */
 tide_status  tide_graph_memory(tide_graph * g, int64_t * peak_bytes, char * largest, size_t n);
+/* The tensors bound by reference that a replay writes in place (parameters,
+ * optimizer state, ...): *n receives their count; returns them borrowed, with
+ * origins[i] the line of the last node writing each (NULL if origins is NULL).
+ * Valid until the graph is released. */
+tide_tensor * const * tide_graph_written(tide_graph * g, int32_t * n, const char ** origins, int32_t max);
 /* The graph in Graphviz's DOT language. Owned by g, until the next call on it. */
 const char * tide_graph_dot(tide_graph * g);
 /* A text listing of the graph: its inputs, one node a line, its outputs. Owned by g. */

@@ -424,6 +424,7 @@ void tide_graph_release(tide_graph * g) {
         free(g->fence[k]);
     }
     free(g->values), free(g->nodes), free(g->outputs), free(g->keys), free(g->ids), free(g->text), free(g->last_use);
+    free(g->written);
     free(g);
 }
 
@@ -724,6 +725,25 @@ tide_status tide_graph_memory(tide_graph * g, int64_t * peak_bytes, char * large
     }
     free(is_out), free(shown);
     return TIDE_OK;
+}
+
+/* -- what a replay writes ------------------------------------------------------------------------ */
+
+tide_tensor * const * tide_graph_written(tide_graph * g, int32_t * n, const char ** origins, int32_t max) {
+    *n = 0;
+    free(g->written);
+    g->written = malloc((size_t)(g->n_values > 0 ? g->n_values : 1) * sizeof *g->written);
+    if (!g->written) return NULL;
+    for (int32_t id = 0; id < g->n_values; id++) {
+        if (g->values[id].kind != TIDE_GV_EXTERN) continue;
+        int32_t last = -1;
+        for (int32_t i = 0; i < g->n_nodes; i++)
+            if (g->nodes[i].into >= 0 && tide_graph_base(g, g->nodes[i].into) == id) last = i;
+        if (last < 0) continue;
+        if (origins && *n < max) origins[*n] = g->nodes[last].origin;
+        g->written[(*n)++] = g->values[id].t;
+    }
+    return g->written;
 }
 
 /* -- Graphviz ----------------------------------------------------------------------------------- */

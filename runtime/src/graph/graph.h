@@ -73,6 +73,7 @@ struct tide_graph {
     /* What the last replays wrote that outlives them (their in-place targets and
      * outputs), retained: a replay waits for the one two before it, so that a
      * loop of replays keeps at most two steps of temporaries in flight. */
+    tide_tensor ** written;                        /* tide_graph_written's list */
     tide_tensor ** fence[2];
     int32_t        n_fence[2];
     char *         text;                           /* tide_graph_describe's buffer */
