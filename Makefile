@@ -39,7 +39,7 @@ test-specs:
 	$(BUILD)/tide /usr/bin/busted -o utfTerminal spec
 
 build-asan/CMakeCache.txt:
-	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DTIDE_SANITIZE=address,undefined >/dev/null
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DTIDE_SANITIZE=address,undefined -DTIDE_CUDA=OFF >/dev/null
 
 test-asan: deps build-asan/CMakeCache.txt
 	@cmake --build build-asan -j$(JOBS) >build-asan/build.log 2>&1 || { cat build-asan/build.log; exit 1; }
@@ -50,7 +50,7 @@ test-asan: deps build-asan/CMakeCache.txt
 	  build-asan/tide /usr/bin/busted -o utfTerminal spec
 
 build-tsan/CMakeCache.txt:
-	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DTIDE_SANITIZE=thread >/dev/null
+	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DTIDE_SANITIZE=thread -DTIDE_CUDA=OFF >/dev/null
 
 # The engine's C tests (and the others) under ThreadSanitizer.
 test-tsan: deps build-tsan/CMakeCache.txt

@@ -330,6 +330,19 @@ function tide.empty_cache() C.tide_mem_empty_cache() end
 --- Starts memory_stats().peak over from the bytes in use now.
 function tide.reset_peak_memory() C.tide_mem_reset_peak() end
 
+--- tide.cuda: whether CUDA devices are usable here, and why not. The CUDA backend
+-- (libtide_cuda, built where the CUDA toolkit is found) is looked for on the first question.
+tide.cuda = {}
+--- is_available(): true, or false and the reason.
+function tide.cuda.is_available()
+  if C.tide_cuda_device_count() > 0 then return true end
+  return false, ffi.string(C.tide_cuda_status())
+end
+--- device_count(): the CUDA devices found (0 without a GPU, its driver or the backend).
+function tide.cuda.device_count() return tonumber(C.tide_cuda_device_count()) end
+--- status(): the devices found, or why there are none.
+function tide.cuda.status() return ffi.string(C.tide_cuda_status()) end
+
 --- The devices ops can run on: "cpu" and the separate queues "cpu:0" .. "cpu:N-1".
 function tide.devices()
   local r = { "cpu" }

@@ -110,6 +110,11 @@ typedef struct tide_device {
 tide_status tide_device_parse(const char * name, tide_device * out);
 /* Number of "cpu:N" devices (N = 0 .. count-1) besides "cpu". */
 int32_t     tide_device_cpu_count(void);
+/* CUDA devices usable here (0 when none; the backend is looked for on the first call). */
+int32_t     tide_cuda_device_count(void);
+/* Why there are no CUDA devices ("CUDA is not available: ..."), or the devices
+ * found. Static. */
+const char * tide_cuda_status(void);
 /* Writes "cpu", "cpu:1", ... into buf (at most n bytes). Returns buf. */
 char *      tide_device_format(tide_device dev, char * buf, size_t n);
 

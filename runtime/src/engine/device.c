@@ -26,8 +26,10 @@ tide_status tide_device_parse(const char * name, tide_device * out) {
             return tide_error_set(TIDE_E_DEVICE, "device: bad device index in '%s'", name);
         index = (int32_t)v;
     }
-    if (type == TIDE_DEVICE_CUDA)
-        return tide_error_set(TIDE_E_DEVICE, "device: '%s' is not available: this build has no CUDA backend", name);
+    if (type == TIDE_DEVICE_CUDA)   /* devices are found, but no kernels run on them yet */
+        return tide_error_set(TIDE_E_DEVICE, "device: '%s': %s", name,
+                              tide_cuda_device_count() > 0 ? "CUDA devices were found, but Tide has no CUDA kernels "
+                                                              "yet" : tide_cuda_status());
     if (type == TIDE_DEVICE_CPU && index >= tide_engine_cpu_queues())
         return tide_error_set(TIDE_E_DEVICE, "device: '%s' is not available: the CPU devices are cpu and cpu:0 to cpu:%d",
                               name, tide_engine_cpu_queues() - 1);

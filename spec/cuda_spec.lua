@@ -1,0 +1,40 @@
+-- CUDA: the backend library is built where the toolkit is, and libtide says
+-- whether CUDA devices are usable and why not. The device ops themselves are
+-- the CUDA issue's next steps; these specs hold on any machine.
+local tide = require "tide"
+
+describe("tide.cuda", function()
+  it("says whether CUDA is usable, and why not", function()
+    local ok, why = tide.cuda.is_available()
+    if ok then
+      print("\nCUDA devices here: " .. tide.cuda.status())
+      assert.is_true(tide.cuda.device_count() >= 1)
+      assert.matches("^%d+ devices?: cuda:0 ", tide.cuda.status())
+      assert.has_error(function() tide.zeros(2, { device = "cuda:0" }) end,
+        "device: 'cuda:0': CUDA devices were found, but Tide has no CUDA kernels yet")
+    else
+      assert.are.equal(0, tide.cuda.device_count())
+      assert.matches("^CUDA is not available: ", why)
+      assert.is_true(why:find("no CUDA backend", 1, true) ~= nil or why:find("no usable device", 1, true) ~= nil
+        or why:find("no device", 1, true) ~= nil, why)
+      assert.has_error(function() tide.zeros(2, { device = "cuda:0" }) end, "device: 'cuda:0': " .. why)
+    end
+  end)
+
+  it("is built into its own library where the CUDA toolkit is installed", function()
+    local nvcc = os.execute("command -v nvcc >/dev/null 2>&1 || test -x /usr/local/cuda/bin/nvcc") == 0
+    local libdir = (os.getenv("TIDE_LIBRARY") or ""):match("^(.*)/[^/]*$") or "."
+    local f = io.open(libdir .. "/libtide_cuda.so")
+    if f then f:close() end
+    if not nvcc then
+      print("\nskipped the build check: no CUDA toolkit (nvcc) on this machine")
+      assert.is_nil(f)
+      return
+    end
+    if libdir:find("build%-asan") or libdir:find("build%-tsan") then
+      print("\nskipped the build check: the sanitizer builds leave the CUDA backend out")
+      return
+    end
+    assert.is_not_nil(f, "nvcc is installed but " .. libdir .. "/libtide_cuda.so was not built")
+  end)
+end)
