@@ -7,15 +7,21 @@ local function run(cmd)
   return out
 end
 
+-- Whether Debian's Fashion-MNIST is installed; says why a spec skips when not.
+local function have_data()
+  local data = "/usr/share/datasets/fashion-mnist"
+  local f = io.open(data .. "/train-images-idx3-ubyte.gz", "rb")
+  if not f then
+    print("\nskipped: " .. data .. " is missing (Debian's dataset-fashion-mnist; make test installs it)")
+    return false
+  end
+  f:close()
+  return true
+end
+
 describe("examples", function()
   it("fashion_mnist trains, evaluates, saves a checkpoint and sums up", function()
-    local data = "/usr/share/datasets/fashion-mnist"
-    local f = io.open(data .. "/train-images-idx3-ubyte.gz", "rb")
-    if not f then
-      print("\nskipped: " .. data .. " is missing (Debian's dataset-fashion-mnist; make test installs it)")
-      return
-    end
-    f:close()
+    if not have_data() then return end
     local out_file = os.tmpname()
     local out = run("luajit examples/fashion_mnist.lua --limit 1200 --epochs 1 --batch-size 50 --out " .. out_file)
     assert.matches("Fashion%-MNIST: 1200 training and 1000 test images; model cnn %(421642 parameters%)", out)
@@ -33,13 +39,7 @@ describe("examples", function()
   end)
 
   it("fashion_mnist trains the same with its step compiled by tide.jit", function()
-    local data = "/usr/share/datasets/fashion-mnist"
-    local f = io.open(data .. "/train-images-idx3-ubyte.gz", "rb")
-    if not f then
-      print("\nskipped: " .. data .. " is missing (Debian's dataset-fashion-mnist; make test installs it)")
-      return
-    end
-    f:close()
+    if not have_data() then return end
     local out_file = os.tmpname()
     local function final(compile)
       local out = run("luajit examples/fashion_mnist.lua --limit 600 --epochs 2 --batch-size 50 --compile " ..
