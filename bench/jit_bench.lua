@@ -9,19 +9,13 @@
 -- Each case runs in a child process of its own, so its peak is its own.
 -- usage: build/tide bench/jit_bench.lua
 local tide = require "tide"
-local nn, F = tide.nn, tide.nn.functional
+local F = tide.nn.functional
 local ffi = require "ffi"
 
-ffi.cdef [[
-  typedef struct { long s, ns; } bench_timespec;
-  int clock_gettime(int clk, bench_timespec * ts);
-  double tide_ref_copy(float * dst, const float * src, int64_t n, int32_t reps);
-]]
-local ts = ffi.new("bench_timespec")
-local function now()
-  ffi.C.clock_gettime(1, ts)
-  return tonumber(ts.s) + tonumber(ts.ns) * 1e-9
-end
+ffi.cdef [[ double tide_ref_copy(float * dst, const float * src, int64_t n, int32_t reps); ]]
+-- shared helpers, found beside this script
+local common = dofile((debug.getinfo(1, "S").source:sub(2):match("^(.*)/") or ".") .. "/common.lua")
+local now = common.now
 
 -- Best of three rounds of `reps` calls, after a warm-up; seconds per call.
 local function timed(f, reps)
@@ -37,15 +31,7 @@ local function timed(f, reps)
   return best
 end
 
-local function model(kind)
-  if kind == "mlp" then
-    return nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
-  end
-  return nn.Sequential(
-    nn.Conv2d(1, 32, 3, { padding = 1 }), nn.ReLU(), nn.MaxPool2d(2),
-    nn.Conv2d(32, 64, 3, { padding = 1 }), nn.ReLU(), nn.MaxPool2d(2),
-    nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Dropout(0.25), nn.Linear(128, 10))
-end
+local model = common.model
 
 -- A child: one training case, eager or compiled: "seconds_per_step peak_bytes".
 if arg[1] == "--case" then
@@ -72,12 +58,7 @@ if arg[1] == "--case" then
   os.exit(0)
 end
 
-local function cpu_model()
-  local fh = io.open("/proc/cpuinfo")
-  local m = fh and fh:read("*a"):match("model name%s*:%s*([^\n]+)") or "?"
-  if fh then fh:close() end
-  return m
-end
+local cpu_model = common.cpu_model
 print(string.format("machine: %s, %d threads", cpu_model(), tide.get_num_threads()))
 
 -- (a) ---------------------------------------------------------------------------------

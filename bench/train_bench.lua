@@ -9,15 +9,10 @@
 -- Each case runs in a child process of its own, so its peak memory is its own.
 -- usage: build/tide bench/train_bench.lua
 local tide = require "tide"
-local nn, F = tide.nn, tide.nn.functional
-local ffi = require "ffi"
-
-ffi.cdef [[ typedef struct { long s, ns; } bench_timespec; int clock_gettime(int clk, bench_timespec * ts); ]]
-local ts = ffi.new("bench_timespec")
-local function now()
-  ffi.C.clock_gettime(1, ts)
-  return tonumber(ts.s) + tonumber(ts.ns) * 1e-9
-end
+local F = tide.nn.functional
+-- shared helpers, found beside this script
+local common = dofile((debug.getinfo(1, "S").source:sub(2):match("^(.*)/") or ".") .. "/common.lua")
+local now = common.now
 local function rss_mib()
   local f = io.open("/proc/self/statm")
   local pages = tonumber(f:read("*a"):match("%d+%s+(%d+)"))
@@ -25,15 +20,7 @@ local function rss_mib()
   return pages * 4096 / 2^20
 end
 
-local function model(kind)
-  if kind == "mlp" then
-    return nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
-  end
-  return nn.Sequential(
-    nn.Conv2d(1, 32, 3, { padding = 1 }), nn.ReLU(), nn.MaxPool2d(2),
-    nn.Conv2d(32, 64, 3, { padding = 1 }), nn.ReLU(), nn.MaxPool2d(2),
-    nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Dropout(0.25), nn.Linear(128, 10))
-end
+local model = common.model
 
 local function stepper(kind, batch)
   tide.manual_seed(0)
@@ -81,12 +68,7 @@ local function child(args)
   return out
 end
 
-local function cpu_model()
-  local f = io.open("/proc/cpuinfo")
-  local m = f and f:read("*a"):match("model name%s*:%s*([^\n]+)") or "?"
-  if f then f:close() end
-  return m
-end
+local cpu_model = common.cpu_model
 local threads = tide.get_num_threads()
 print(string.format("machine: %s, %d threads", cpu_model(), threads))
 

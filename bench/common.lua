@@ -1,0 +1,37 @@
+--- bench/common.lua: what the benchmark scripts share: a monotonic clock, the
+-- CPU's name, and the models of the training issue (the MLP 784-256-256-10 and
+-- the Fashion-MNIST CNN of examples/fashion_mnist.lua).
+local ffi = require "ffi"
+local M = {}
+
+ffi.cdef [[ typedef struct { long s, ns; } bench_common_timespec;
+            int clock_gettime(int clk, bench_common_timespec * ts); ]]
+local ts = ffi.new("bench_common_timespec")
+
+--- Seconds on the monotonic clock.
+function M.now()
+  ffi.C.clock_gettime(1, ts)
+  return tonumber(ts.s) + tonumber(ts.ns) * 1e-9
+end
+
+--- The CPU's model name from /proc/cpuinfo ("?" when unknown).
+function M.cpu_model()
+  local f = io.open("/proc/cpuinfo")
+  local m = f and f:read("*a"):match("model name%s*:%s*([^\n]+)") or "?"
+  if f then f:close() end
+  return m
+end
+
+--- A fresh model: "mlp" or "cnn".
+function M.model(kind)
+  local nn = require("tide").nn
+  if kind == "mlp" then
+    return nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
+  end
+  return nn.Sequential(
+    nn.Conv2d(1, 32, 3, { padding = 1 }), nn.ReLU(), nn.MaxPool2d(2),
+    nn.Conv2d(32, 64, 3, { padding = 1 }), nn.ReLU(), nn.MaxPool2d(2),
+    nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Dropout(0.25), nn.Linear(128, 10))
+end
+
+return M
