@@ -207,6 +207,20 @@ describe("linalg", function()
     check("dot", rnd { 5000 }, rnd { 5000 })
   end)
 
+  it("runs a lone product on OpenBLAS's threads while other devices' products run serially", function()
+    -- "cpu" lends the pool's cores to OpenBLAS; cpu:0 and cpu:1 call it
+    -- single-threaded at the same time: each must see its own thread count
+    local as, bs, rs = {}, {}, {}
+    for i, dev in ipairs { "cpu", "cpu:0", "cpu:1", "cpu" } do
+      as[i], bs[i] = rnd { 160, 120 + i }, rnd { 120 + i, 140 }
+      rs[i] = tide.matmul(as[i]:to(dev), bs[i]:to(dev))
+    end
+    for i = 1, #rs do   -- against the float64 product, within float32 rounding of 120 terms
+      local ref = tide.matmul(as[i]:to("float64"), bs[i]:to("float64"))
+      H.close(rs[i]:to("cpu"), ref:totable(), 1e-5, 1e-4, "product " .. i)
+    end
+  end)
+
   it("writes into a given tensor of another dtype or layout", function()
     local B = require "bindings.ffi"
     local C = B.C

@@ -228,6 +228,13 @@ typedef void (*tide_range_fn)(void * ctx, int64_t begin, int64_t end);
  * core's worth each, while "cpu" spreads a kernel over the whole pool. */
 TIDE_INTERNAL void tide_pool_set_serial(int32_t on);
 TIDE_INTERNAL void tide_parallel_for(int64_t n, int64_t grain, int64_t align, tide_range_fn fn, void * ctx);
+/* Lends the pool's cores to a library that runs threads of its own (OpenBLAS):
+ * returns the pool's thread count, with the pool held (no parallel_for runs and
+ * its idle workers stop spinning) until tide_pool_unlend(); waits for a running
+ * parallel_for first. Returns 0, holding nothing, on a thread whose kernels run
+ * serially (a pool worker, a cpu:N queue) or when one thread is set. */
+TIDE_INTERNAL int32_t tide_pool_lend(void);
+TIDE_INTERNAL void    tide_pool_unlend(void);
 
 /* -- BLAS (ops/cpu/blas.c) ---------------------------------------------------- */
 

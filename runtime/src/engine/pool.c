@@ -34,6 +34,7 @@ static atomic_int        n_threads;             /* including the calling thread;
 static int32_t           n_workers;             /* started */
 static _Thread_local int in_pool;               /* a worker, or a caller inside parallel_for */
 static _Thread_local int serial;                /* this thread's kernels run single-threaded */
+static atomic_int        lent;                  /* the cores are lent out: workers sleep at once */
 
 void tide_pool_set_serial(int32_t on) { serial = on; }
 
@@ -76,7 +77,8 @@ static void * worker(void * arg) {
     long long seen = atomic_load(&generation);
     for (;;) {
         int spins = 0;
-        while (atomic_load_explicit(&generation, memory_order_acquire) == seen && spins++ < SPIN_ROUNDS)
+        while (atomic_load_explicit(&generation, memory_order_acquire) == seen && spins++ < SPIN_ROUNDS &&
+               !atomic_load_explicit(&lent, memory_order_relaxed))
             __builtin_ia32_pause();
         pthread_mutex_lock(&wake_lock);
         while (atomic_load(&generation) == seen) pthread_cond_wait(&wake_cond, &wake_lock);
@@ -146,5 +148,21 @@ void tide_parallel_for(int64_t n, int64_t grain, int64_t align, tide_range_fn fn
         while (atomic_load(&done_ranges) < ranges) pthread_cond_wait(&done_cond, &wake_lock);
         pthread_mutex_unlock(&wake_lock);
     }
+    pthread_mutex_unlock(&pool_lock);
+}
+
+int32_t tide_pool_lend(void) {
+    int32_t threads = tide_get_num_threads();
+    if (threads == 1 || in_pool || serial) return 0;
+    /* Waits for a running parallel_for rather than lending fewer cores: the
+     * borrower's results may depend on its thread count (OpenBLAS's do), and
+     * must not depend on what else happened to be running. */
+    pthread_mutex_lock(&pool_lock);
+    atomic_store(&lent, 1);
+    return threads;
+}
+
+void tide_pool_unlend(void) {
+    atomic_store(&lent, 0);
     pthread_mutex_unlock(&pool_lock);
 }

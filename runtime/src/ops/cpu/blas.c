@@ -1,8 +1,8 @@
 /*
  * blas.c - the GEMM behind matmul: OpenBLAS, loaded with dlopen() at start
- * (libtide does not link it), kept single-threaded because linalg.c splits
- * products across Tide's own pool; or, when OpenBLAS cannot be loaded or
- * gives wrong results, a built-in blocked GEMM. Picks OpenBLAS's kernel set
+ * (libtide does not link it), single-threaded except while a caller holds
+ * cores lent by Tide's pool (tide_blas_threads_begin); or, when OpenBLAS
+ * cannot be loaded or gives wrong results, a built-in blocked GEMM. Picks OpenBLAS's kernel set
  * from cpuid (Debian's 0.3.21 may not know recent CPUs and fall back to slow
  * Prescott kernels), checks one product once, and reports what is in use.
  */
@@ -11,6 +11,7 @@
 
 #include <dlfcn.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -127,6 +128,28 @@ enum { KC = 256, NC = 512, MC = 64, MR = 4, NR = 16 };
 BUILTIN_GEMM(builtin_sgemm, float)
 BUILTIN_GEMM(builtin_dgemm, double)
 
+/* -- OpenBLAS's own threads ------------------------------------------------------------------ */
+
+/* OpenBLAS's thread count is one global setting. Serial calls hold `threads_lock`
+ * shared; a threaded call holds it exclusively, so no serial call ever runs
+ * while the count is above 1. */
+static pthread_rwlock_t   threads_lock = PTHREAD_RWLOCK_INITIALIZER;
+static _Thread_local bool threaded;   /* this thread is between tide_blas_threads_begin and _end */
+
+bool tide_blas_threads_begin(int32_t n) {
+    if (!blas.lib || n < 2) return false;
+    pthread_rwlock_wrlock(&threads_lock);
+    blas.set_threads(n);
+    threaded = true;
+    return true;
+}
+
+void tide_blas_threads_end(void) {
+    blas.set_threads(1);
+    threaded = false;
+    pthread_rwlock_unlock(&threads_lock);
+}
+
 /* -- the entry points ---------------------------------------------------------------------- */
 
 static bool fits_int(int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc) {
@@ -137,8 +160,10 @@ void tide_blas_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float al
                      const float * b, int64_t ldb, float beta, float * c, int64_t ldc) {
     if (m == 0 || n == 0) return;
     if (blas.sgemm && k > 0 && fits_int(m, n, k, lda, ldb, ldc)) {
+        if (!threaded) pthread_rwlock_rdlock(&threads_lock);
         blas.sgemm(CBLAS_ROW_MAJOR, ta ? CBLAS_TRANS : CBLAS_NO_TRANS, tb ? CBLAS_TRANS : CBLAS_NO_TRANS, (int)m,
                    (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+        if (!threaded) pthread_rwlock_unlock(&threads_lock);
         return;
     }
     builtin_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
@@ -148,8 +173,10 @@ void tide_blas_dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double a
                      const double * b, int64_t ldb, double beta, double * c, int64_t ldc) {
     if (m == 0 || n == 0) return;
     if (blas.dgemm && k > 0 && fits_int(m, n, k, lda, ldb, ldc)) {
+        if (!threaded) pthread_rwlock_rdlock(&threads_lock);
         blas.dgemm(CBLAS_ROW_MAJOR, ta ? CBLAS_TRANS : CBLAS_NO_TRANS, tb ? CBLAS_TRANS : CBLAS_NO_TRANS, (int)m,
                    (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+        if (!threaded) pthread_rwlock_unlock(&threads_lock);
         return;
     }
     builtin_dgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
@@ -267,7 +294,8 @@ tide_status tide_blas_init(void) {
     blas.check_ok = check_sgemm();   /* whatever is in use now, OpenBLAS or built-in */
     const char * core = blas.lib ? (blas.corename ? blas.corename() : "unknown") : "builtin";
     size_t used = (size_t)snprintf(blas.describe, sizeof blas.describe,
-                                   "blas=%s\nblas_core=%s\nblas_coretype_source=%s\nblas_check=%s\nblas_threads=1\n",
+                                   "blas=%s\nblas_core=%s\nblas_coretype_source=%s\nblas_check=%s\n"
+                                   "blas_threads=1, or the pool's idle cores for a lone product\n",
                                    blas.lib ? "openblas" : "builtin", core, blas.lib ? blas.source : "none",
                                    blas.check_ok ? "ok" : "failed");
     if (blas.note[0] && used < sizeof blas.describe)

@@ -1,8 +1,9 @@
 /*
  * blas.h - the one GEMM entry point the CPU kernels call. blas.c forwards it
  * to OpenBLAS (loaded at run time, single-threaded) or to a built-in blocked
- * GEMM when OpenBLAS cannot be loaded. Splitting a product across threads is
- * the caller's job (linalg.c), so every call here runs on the calling thread.
+ * GEMM when OpenBLAS cannot be loaded. Splitting work across threads is the
+ * caller's job (linalg.c): every call runs on the calling thread, unless the
+ * caller lent it OpenBLAS's threads with tide_blas_threads_begin.
  */
 #ifndef TIDE_BLAS_H
 #define TIDE_BLAS_H
@@ -13,12 +14,19 @@
  * is X or, with trans_x, X's transpose (X then is stored [k,m] or [n,k]).
  * lda/ldb/ldc are row strides in elements and must be at least the row length
  * of the stored matrix (1 when it is 0). beta == 0 overwrites C (NaN in C
- * does not propagate). Single-threaded; safe to call from several threads. */
+ * does not propagate). Safe to call from several threads. */
 TIDE_INTERNAL void tide_blas_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                                    const float * a, int64_t lda, const float * b, int64_t ldb, float beta,
                                    float * c, int64_t ldc);
 TIDE_INTERNAL void tide_blas_dgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
                                    const double * a, int64_t lda, const double * b, int64_t ldb, double beta,
                                    double * c, int64_t ldc);
+
+/* Lets this thread's GEMM calls run on n threads of OpenBLAS's own, cores the
+ * caller has lent from the pool (tide_pool_lend), until tide_blas_threads_end().
+ * Returns false, changing nothing, when the built-in GEMM is in use or n < 2.
+ * Other threads' GEMM calls wait meanwhile: OpenBLAS's thread count is global. */
+TIDE_INTERNAL bool tide_blas_threads_begin(int32_t n);
+TIDE_INTERNAL void tide_blas_threads_end(void);
 
 #endif /* TIDE_BLAS_H */
