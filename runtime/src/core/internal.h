@@ -121,6 +121,22 @@ typedef struct tide_shape_out {
 typedef tide_status (*tide_shape_rule)(tide_opcall * c, tide_shape_out * out);  /* may normalise dims in c->p */
 typedef tide_status (*tide_dtype_rule)(tide_opcall * c, int32_t * out_dtypes);
 
+/* What tide_op_call works out before it allocates results and pushes the
+ * kernel: the call record (inputs, params, compute dtype; out[0] is the given
+ * destination or NULL), the results' dtypes and shapes, the device, the
+ * kernel, the op's flags, and whether writing into the destination must go
+ * through a temporary (it overlaps an input). A captured graph's executor
+ * (graph/exec.c) prepares each node once and then calls its kernel directly. */
+typedef struct tide_op_prepared {
+    tide_opcall    c;
+    int32_t        dtypes[TIDE_OP_MAX_OUT];
+    tide_shape_out shape;
+    tide_device    dev;
+    tide_kernel_fn kernel;
+    uint32_t       flags;
+    bool           temp;
+} tide_op_prepared;
+
 typedef struct tide_op_def {
     const char *    name;
     const char *    params;
@@ -142,6 +158,10 @@ enum {
 TIDE_INTERNAL const tide_op_def * tide_op_def_get(int32_t op);
 /* Name of op for messages. */
 TIDE_INTERNAL const char * tide_op_name(int32_t op);
+/* The first half of tide_op_call: checks the call and fills r (see
+ * tide_op_prepared); allocates, retains and pushes nothing. */
+TIDE_INTERNAL tide_status tide_op_prepare(int32_t op, tide_tensor * const * inputs, int32_t n_in,
+                                          const tide_op_params * params, tide_tensor * out, tide_op_prepared * r);
 
 /* Normalises a possibly negative 0-based dim against ndim (0-d tensors accept
  * 0 and -1). Sets an error naming op on failure. */

@@ -371,8 +371,8 @@ static tide_status validate_inputs(const op_entry * e, tide_tensor * const * inp
     return TIDE_OK;
 }
 
-tide_status tide_op_call(int32_t op, tide_tensor * const * inputs, int32_t n_in, const tide_op_params * params,
-                         tide_tensor ** outputs, tide_tensor * out) {
+tide_status tide_op_prepare(int32_t op, tide_tensor * const * inputs, int32_t n_in, const tide_op_params * params,
+                            tide_tensor * out, tide_op_prepared * r) {
     if (op < 0 || op >= N_OPS) return tide_error_set(TIDE_E_VALUE, "op_call: no op has id %d", op);
     const op_entry * e = &ops[op];
     TIDE_CHECK(validate_inputs(e, inputs, n_in));
@@ -380,35 +380,50 @@ tide_status tide_op_call(int32_t op, tide_tensor * const * inputs, int32_t n_in,
         return tide_error_set(TIDE_E_VALUE, "%s: has %d results and cannot write into one given tensor", e->def.name,
                               e->def.n_out);
 
-    tide_opcall c;
-    c.op    = op;
-    c.n_in  = n_in;
-    c.n_out = e->def.n_out;
-    if (n_in) memcpy(c.in, inputs, (size_t)n_in * sizeof *inputs);
-    c.out[0] = out;
-    c.rng_seed = c.rng_offset = 0;
+    tide_opcall * c = &r->c;
+    c->op    = op;
+    c->n_in  = n_in;
+    c->n_out = e->def.n_out;
+    if (n_in) memcpy(c->in, inputs, (size_t)n_in * sizeof *inputs);
+    c->out[0] = out;
+    c->rng_seed = c->rng_offset = 0;
     if (params) {
-        c.p = *params;
+        c->p = *params;
     } else {
-        memset(&c.p, 0, sizeof c.p);
-        c.p.dtype = -1;
+        memset(&c->p, 0, sizeof c->p);
+        c->p.dtype = -1;
     }
-    if (c.p.dtype >= TIDE_DTYPE_COUNT || c.p.dtype < -1)
-        return tide_error_set(TIDE_E_DTYPE, "%s: unknown dtype %d", e->def.name, c.p.dtype);
+    if (c->p.dtype >= TIDE_DTYPE_COUNT || c->p.dtype < -1)
+        return tide_error_set(TIDE_E_DTYPE, "%s: unknown dtype %d", e->def.name, c->p.dtype);
 
-    int32_t dtypes[TIDE_OP_MAX_OUT];
-    TIDE_CHECK(e->def.dtype_rule(&c, dtypes));
-    c.compute_dtype = tide_dtype_compute(c.compute_dtype);
-    if (!(e->accepts & (1u << c.compute_dtype)))
+    TIDE_CHECK(e->def.dtype_rule(c, r->dtypes));
+    c->compute_dtype = tide_dtype_compute(c->compute_dtype);
+    if (!(e->accepts & (1u << c->compute_dtype)))
         return tide_error_set(TIDE_E_DTYPE, "%s: dtype %s is not supported", e->def.name,
-                              tide_dtype_name(n_in ? promote_inputs(&c, 0, n_in - 1) : c.compute_dtype));
+                              tide_dtype_name(n_in ? promote_inputs(c, 0, n_in - 1) : c->compute_dtype));
     if (!e->def.shape_rule)
         return tide_error_set(TIDE_E_INTERNAL, "%s: shape rule '%s' is not linked in", e->def.name, e->shape_rule_name);
     if (!e->def.cpu)
         return tide_error_set(TIDE_E_DEVICE, "%s: no kernel for device cpu in this build", e->def.name);
-    tide_shape_out shp;
-    TIDE_CHECK(e->def.shape_rule(&c, &shp));
+    TIDE_CHECK(e->def.shape_rule(c, &r->shape));
+    r->temp = false;
+    if (out) {
+        TIDE_CHECK(check_out(e, c, &r->shape, r->dtypes[0], out));
+        r->temp = needs_temp(e, c, out);
+    }
+    r->dev = (out && (!n_in || (e->def.flags & TIDE_OPF_XDEVICE))) ? out->dev
+           : n_in ? device_input(inputs, n_in)->dev : (tide_device){TIDE_DEVICE_CPU, -1};
+    r->kernel = e->def.cpu;
+    r->flags  = e->def.flags;
+    return TIDE_OK;
+}
 
+tide_status tide_op_call(int32_t op, tide_tensor * const * inputs, int32_t n_in, const tide_op_params * params,
+                         tide_tensor ** outputs, tide_tensor * out) {
+    tide_op_prepared r;
+    TIDE_CHECK(tide_op_prepare(op, inputs, n_in, params, out, &r));
+    const op_entry * e = &ops[op];
+    tide_opcall * c = &r.c;
     tide_tensor * final_out = NULL;   /* set when the result goes through a temporary */
     bool grad = !tide_grad_off;
     if (grad) {
@@ -416,45 +431,43 @@ tide_status tide_op_call(int32_t op, tide_tensor * const * inputs, int32_t n_in,
         for (int32_t i = 0; i < n_in && !grad; i++) grad = tide_needs_grad(inputs[i]);
     }
     if (out) {
-        TIDE_CHECK(check_out(e, &c, &shp, dtypes[0], out));
-        if (grad) TIDE_CHECK(tide_autograd_check_inplace(&c, out));
-        if (needs_temp(e, &c, out)) {
+        if (grad) TIDE_CHECK(tide_autograd_check_inplace(c, out));
+        if (r.temp) {
             final_out = out;
             out       = NULL;
         }
     }
-    tide_device dev = (out && (!n_in || (e->def.flags & TIDE_OPF_XDEVICE))) ? out->dev
-                    : n_in ? device_input(inputs, n_in)->dev : (tide_device){TIDE_DEVICE_CPU, -1};
-    for (int32_t i = 0; i < c.n_out; i++) {
+    tide_device dev = r.dev;
+    for (int32_t i = 0; i < c->n_out; i++) {
         if (out) {
             tide_tensor_retain(out);
-            c.out[i] = out;
+            c->out[i] = out;
             continue;
         }
-        int32_t dt = dtypes[i];
-        c.out[i] = final_out ? tide_tensor_empty(final_out->ndim, final_out->sizes, final_out->dtype_id, dev)
-                             : tide_tensor_empty(shp.ndim[i], shp.sizes[i], dt, dev);
-        if (!c.out[i]) {
-            for (int32_t j = 0; j < i; j++) tide_tensor_release(c.out[j]);
+        int32_t dt = r.dtypes[i];
+        c->out[i] = final_out ? tide_tensor_empty(final_out->ndim, final_out->sizes, final_out->dtype_id, dev)
+                              : tide_tensor_empty(r.shape.ndim[i], r.shape.sizes[i], dt, dev);
+        if (!c->out[i]) {
+            for (int32_t j = 0; j < i; j++) tide_tensor_release(c->out[j]);
             return TIDE_E_OOM;
         }
     }
-    if (e->def.flags & TIDE_OPF_RANDOM) tide_rng_reserve((uint64_t)c.out[0]->nelem, &c.rng_seed, &c.rng_offset);
+    if (e->def.flags & TIDE_OPF_RANDOM) tide_rng_reserve((uint64_t)c->out[0]->nelem, &c->rng_seed, &c->rng_offset);
 
     tide_storage * reads[TIDE_OP_MAX_IN], * writes[TIDE_OP_MAX_OUT];
-    for (int32_t i = 0; i < n_in; i++) reads[i] = c.in[i]->storage;
-    for (int32_t i = 0; i < c.n_out; i++) writes[i] = c.out[i]->storage;
-    tide_engine_task task = {run_kernel, &c,        sizeof c,        keep_call,
-                             drop_call,  e->def.name, c.out[0]->nelem, describe_call};
-    tide_status st = tide_engine_push(&task, reads, n_in, writes, c.n_out, dev);
+    for (int32_t i = 0; i < n_in; i++) reads[i] = c->in[i]->storage;
+    for (int32_t i = 0; i < c->n_out; i++) writes[i] = c->out[i]->storage;
+    tide_engine_task task = {run_kernel, c,           sizeof *c,        keep_call,
+                             drop_call,  e->def.name, c->out[0]->nelem, describe_call};
+    tide_status st = tide_engine_push(&task, reads, n_in, writes, c->n_out, dev);
     if (st != TIDE_OK) {
-        for (int32_t i = 0; i < c.n_out; i++) tide_tensor_release(c.out[i]);
+        for (int32_t i = 0; i < c->n_out; i++) tide_tensor_release(c->out[i]);
         return st;
     }
-    for (int32_t i = 0; i < c.n_out; i++) outputs[i] = c.out[i];   /* the caller's reference */
-    if (TIDE_UNLIKELY(tide_capture != NULL)) tide_graph_on_op(&c, out);   /* before autograd saves aliases of it */
-    if (grad && (st = tide_autograd_record(&c, out)) != TIDE_OK) {
-        for (int32_t i = 0; i < c.n_out; i++) tide_tensor_release(outputs[i]), outputs[i] = NULL;
+    for (int32_t i = 0; i < c->n_out; i++) outputs[i] = c->out[i];   /* the caller's reference */
+    if (TIDE_UNLIKELY(tide_capture != NULL)) tide_graph_on_op(c, out);   /* before autograd saves aliases of it */
+    if (grad && (st = tide_autograd_record(c, out)) != TIDE_OK) {
+        for (int32_t i = 0; i < c->n_out; i++) tide_tensor_release(outputs[i]), outputs[i] = NULL;
         return st;
     }
     if (out) atomic_fetch_add_explicit(&out->storage->version, 1, memory_order_relaxed);
