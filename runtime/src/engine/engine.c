@@ -24,6 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Storages an op usually touches at most; a task may name more (a replayed
+ * graph names every tensor it reads or writes), at the cost of a malloc. */
 enum { MAX_DEPS = TIDE_OP_MAX_IN + TIDE_OP_MAX_OUT, MAX_QUEUES = 65 };
 /* Below this cost (elements) a task whose storages are free runs inline. */
 enum { INLINE_COST = 1 << 16 };
@@ -45,11 +47,12 @@ typedef struct op {
     tide_engine_task task;      /* task.ctx points at payload */
     int32_t          id;
     struct op *      live_prev, * live_next;   /* every queued op, for the watchdog */
-    int32_t          n_deps;
+    int32_t          n_deps, n_writes;   /* deps[0 .. n_writes) are writes, the rest reads */
     int32_t          waiting;   /* deps not granted yet */
     int32_t          queue;
     int64_t          held_bytes; /* of the storages it keeps alive, for back-pressure */
-    dep              deps[MAX_DEPS];
+    dep *            deps;      /* in the same block, after the payload */
+    tide_storage **  storages;  /* deps[i].s, for execute() */
     struct op *      next;      /* in the device queue */
     _Alignas(16) char payload[];
 } op;
@@ -364,14 +367,9 @@ static void * worker(void * arg) {
         if (!q->head) q->tail = NULL;
         pthread_mutex_unlock(&lock);
 
-        tide_storage * reads[MAX_DEPS], * writes[MAX_DEPS];
-        int32_t nr = 0, nw = 0;
-        for (int32_t i = 0; i < o->n_deps; i++) {
-            if (o->deps[i].write) writes[nw++] = o->deps[i].s;
-            else reads[nr++] = o->deps[i].s;
-        }
+        int32_t nw = o->n_writes;
         atomic_fetch_add(&busy, 1);
-        tide_status st = execute(&o->task, o->id, o->queue, reads, nr, writes, nw);
+        tide_status st = execute(&o->task, o->id, o->queue, o->storages + nw, o->n_deps - nw, o->storages, nw);
         atomic_fetch_sub(&busy, 1);
         finish(o, st);
         pthread_mutex_lock(&lock);
@@ -401,12 +399,19 @@ static bool take_interrupt(void) {
 static void wait_done(int64_t * seen_progress, double * since);
 static tide_status wait_storage(tide_storage * s, bool interruptible);
 
+static tide_status push(const tide_engine_task * task, tide_storage ** r, int32_t nr, tide_storage ** w,
+                        int32_t nw, tide_device dev);
+
 tide_status tide_engine_push(const tide_engine_task * task,
                              tide_storage * const * reads, int32_t n_reads,
                              tide_storage * const * writes, int32_t n_writes, tide_device dev) {
     if (take_interrupt()) return tide_error_set(TIDE_E_INTERRUPTED, "%s: interrupted", task->name);
     /* A storage both read and written is a write; repeated storages count once. */
-    tide_storage * r[MAX_DEPS], * w[MAX_DEPS];
+    int32_t         cap = n_reads + n_writes;
+    tide_storage *  small[2 * MAX_DEPS];
+    tide_storage ** buf = cap <= MAX_DEPS ? small : malloc(2 * (size_t)cap * sizeof *buf);
+    if (!buf) return tide_error_set(TIDE_E_OOM, "%s: out of memory queuing the op", task->name);
+    tide_storage ** w = buf, ** r = buf + cap;
     int32_t nr = 0, nw = 0;
     for (int32_t i = 0; i < n_writes; i++) {
         bool dup = false;
@@ -419,6 +424,14 @@ tide_status tide_engine_push(const tide_engine_task * task,
         for (int32_t j = 0; j < nr; j++) dup |= r[j] == reads[i];
         if (!dup) r[nr++] = reads[i];
     }
+    tide_status st = push(task, r, nr, w, nw, dev);
+    if (buf != small) free(buf);
+    return st;
+}
+
+/* tide_engine_push with the read and write sets made distinct. */
+static tide_status push(const tide_engine_task * task, tide_storage ** r, int32_t nr, tide_storage ** w,
+                        int32_t nw, tide_device dev) {
     /* An input that already failed fails this op now, at the caller's line. */
     for (int32_t i = 0; i < nr; i++) {
         if (atomic_load(&r[i]->poisoned)) {
@@ -450,7 +463,12 @@ tide_status tide_engine_push(const tide_engine_task * task,
             pthread_mutex_unlock(&lock);
             return execute(task, 0, -1, r, nr, w, nw);
         }
-        dep ds[MAX_DEPS];
+        dep   small[MAX_DEPS];
+        dep * ds = nw + nr <= MAX_DEPS ? small : malloc((size_t)(nw + nr) * sizeof *ds);
+        if (!ds) {
+            pthread_mutex_unlock(&lock);
+            return tide_error_set(TIDE_E_OOM, "%s: out of memory queuing the op", task->name);
+        }
         for (int32_t i = 0; i < nw + nr; i++) {
             ds[i] = (dep){NULL, i < nw ? w[i] : r[i - nw], NULL, i < nw, true};
             enqueue_dep(&ds[i]);
@@ -462,6 +480,7 @@ tide_status tide_engine_push(const tide_engine_task * task,
         for (int32_t i = 0; i < nw + nr; i++) grant(ds[i].s);
         pthread_cond_broadcast(&done_cond);
         pthread_mutex_unlock(&lock);
+        if (ds != small) free(ds);
         return st;
     }
     if (sync) {   /* wait for the queued ops it depends on, then run it here */
@@ -471,7 +490,8 @@ tide_status tide_engine_push(const tide_engine_task * task,
         return execute(task, 0, -1, r, nr, w, nw);
     }
 
-    op * o = malloc(sizeof *o + task->ctx_size);
+    size_t ctx_room = (task->ctx_size + 15) / 16 * 16;
+    op *   o = malloc(sizeof *o + ctx_room + (size_t)(nw + nr) * (sizeof(dep) + sizeof(tide_storage *)));
     if (!o) {
         pthread_mutex_unlock(&lock);
         return tide_error_set(TIDE_E_OOM, "%s: out of memory queuing the op", task->name);
@@ -488,8 +508,11 @@ tide_status tide_engine_push(const tide_engine_task * task,
     o->live_next = live;
     if (live) live->live_prev = o;
     live = o;
-    o->n_deps  = 0;
-    o->waiting = nr + nw;
+    o->deps     = (dep *)(o->payload + ctx_room);
+    o->storages = (tide_storage **)(o->deps + nw + nr);
+    o->n_deps   = 0;
+    o->n_writes = nw;
+    o->waiting  = nr + nw;
     o->held_bytes = 0;
     for (int32_t i = 0; i < nw + nr; i++) {
         dep * d     = &o->deps[o->n_deps++];
@@ -497,6 +520,7 @@ tide_status tide_engine_push(const tide_engine_task * task,
         d->s        = i < nw ? w[i] : r[i - nw];
         d->write    = i < nw;
         d->granted  = false;
+        o->storages[i] = d->s;
         tide_storage_retain(d->s);
         enqueue_dep(d);
         o->held_bytes += (int64_t)tide_storage_nbytes(d->s);
