@@ -77,7 +77,7 @@ static void move_block(const ew_state * s, int32_t k, char * buf, int64_t start,
         tmp /= s->sizes[d];
         off += idx[d] * st[d];
     }
-    size_t bsz = tide_dtype_size(s->want[k]), esz = tide_dtype_size(s->dtype[k]);
+    size_t bsz = tide_esize(s->want[k]), esz = tide_esize(s->dtype[k]);
     while (len > 0) {
         int64_t run = s->sizes[nd - 1] - idx[nd - 1];
         if (run > len) run = len;
@@ -104,15 +104,15 @@ static void run_range(void * ctx, int64_t b, int64_t e) {
     const void *     in[TIDE_OP_MAX_IN];
     if (s->all_direct) {
         for (int32_t k = 1; k < s->n_ops; k++)
-            in[k - 1] = s->base[k] + b * (int64_t)tide_dtype_size(s->want[k]);
-        s->loop(e - b, b, s->base[0] + b * (int64_t)tide_dtype_size(s->want[0]), in, s->c);
+            in[k - 1] = s->base[k] + b * (int64_t)tide_esize(s->want[k]);
+        s->loop(e - b, b, s->base[0] + b * (int64_t)tide_esize(s->want[0]), in, s->c);
         return;
     }
     /* block buffers: 8 bytes per element covers every compute dtype */
     _Alignas(64) char bufs[MAX_OPS][TIDE_EW_BLOCK * 8];
     for (int32_t k = 1; k < s->n_ops; k++) {
         if (!s->scalar[k]) continue;
-        size_t sz = tide_dtype_size(s->want[k]);
+        size_t sz = tide_esize(s->want[k]);
         tide_convert(bufs[k], s->want[k], 1, s->base[k], s->dtype[k], 1, 1);
         int64_t fill = e - b < TIDE_EW_BLOCK ? e - b : TIDE_EW_BLOCK;
         for (int64_t i = 1; i < fill; i++) memcpy(bufs[k] + i * (int64_t)sz, bufs[k], sz);
@@ -120,7 +120,7 @@ static void run_range(void * ctx, int64_t b, int64_t e) {
     for (int64_t pos = b; pos < e; pos += TIDE_EW_BLOCK) {
         int64_t len = e - pos < TIDE_EW_BLOCK ? e - pos : TIDE_EW_BLOCK;
         for (int32_t k = 1; k < s->n_ops; k++) {
-            size_t sz = tide_dtype_size(s->want[k]);
+            size_t sz = tide_esize(s->want[k]);
             if (s->direct[k]) {
                 in[k - 1] = s->base[k] + pos * (int64_t)sz;
             } else if (s->scalar[k]) {
@@ -131,7 +131,7 @@ static void run_range(void * ctx, int64_t b, int64_t e) {
             }
         }
         if (s->direct[0]) {
-            s->loop(len, pos, s->base[0] + pos * (int64_t)tide_dtype_size(s->want[0]), in, s->c);
+            s->loop(len, pos, s->base[0] + pos * (int64_t)tide_esize(s->want[0]), in, s->c);
         } else {
             s->loop(len, pos, bufs[0], in, s->c);
             move_block(s, 0, bufs[0], pos, len, true);
@@ -145,16 +145,44 @@ tide_status tide_ew_run(const tide_opcall * c, const tide_ew_loop * loops, int32
     if (!loop)
         return tide_error_set(TIDE_E_DTYPE, "%s: dtype %s is not supported", tide_op_name(c->op), tide_dtype_name(ct));
     tide_tensor * out = c->out[0];
-    if (out->nelem == 0) return TIDE_OK;
+    int64_t       n   = out->nelem;
+    if (n == 0) return TIDE_OK;
     ew_state s;
     s.c     = c;
     s.loop  = loop;
     s.n_ops = 1 + c->n_in;
+    /* The common case first: every operand contiguous, of the result's size
+     * (so none broadcasts) and in the loop's dtype: one flat run
+     * (a one-element input, such as a wrapped Lua number, is repeated in a small buffer). */
+    enum { SMALL = 64 };
+    _Alignas(64) char small[MAX_OPS][SMALL * 8];
+    bool flat = true;
+    for (int32_t k = 0; k < s.n_ops && flat; k++) {
+        const tide_tensor * t = k ? c->in[k - 1] : out;
+        int32_t want = k ? ct : (out_dtype < 0 ? ct : out_dtype);
+        s.want[k] = want;
+        if (t->nelem == n && t->dtype_id == want && tide_tensor_is_contiguous(t)) {
+            s.base[k] = (char *)tide_tensor_ptr(t);
+        } else if (k && t->nelem == 1 && n <= SMALL) {
+            size_t sz = tide_esize(want);
+            tide_convert(small[k], want, 1, tide_tensor_ptr(t), t->dtype_id, 1, 1);
+            for (int64_t i = 1; i < n; i++) memcpy(small[k] + i * (int64_t)sz, small[k], sz);
+            s.base[k] = small[k];
+        } else {
+            flat = false;
+        }
+    }
+    if (flat) {
+        s.all_direct = true;
+        if (n < 2 * TIDE_GRAIN) run_range(&s, 0, n);
+        else tide_parallel_for(n, TIDE_GRAIN, 64, run_range, &s);
+        return TIDE_OK;
+    }
     for (int32_t k = 0; k < s.n_ops; k++) {
         const tide_tensor * t = k ? c->in[k - 1] : out;
         aligned_strides(t, out, s.strides[k]);
         s.base[k]  = t->storage->data;
-        s.base[k] += t->offset * (int64_t)tide_dtype_size(t->dtype_id);
+        s.base[k] += t->offset * (int64_t)tide_esize(t->dtype_id);
         s.dtype[k] = t->dtype_id;
         s.want[k]  = k ? ct : (out_dtype < 0 ? ct : out_dtype);
         s.scalar[k] = k && t->nelem == 1;
@@ -172,7 +200,6 @@ tide_status tide_ew_run(const tide_opcall * c, const tide_ew_loop * loops, int32
         if (s.direct[k]) s.scalar[k] = false;
         s.all_direct &= s.direct[k];
     }
-    int64_t n = out->nelem;
     /* Each block costs a few conversions and the loop: split only large work. */
     tide_parallel_for(n, TIDE_GRAIN, 64, run_range, &s);
     return TIDE_OK;
@@ -189,7 +216,7 @@ static void run_fused_range(void * ctx, int64_t b, int64_t e) {
     const fused_state * fs = ctx;
     const ew_state *    s  = &fs->s;
     const tide_fused *  f  = fs->f;
-    size_t esz = tide_dtype_size(f->dtype);
+    size_t esz = tide_esize(f->dtype);
     /* one block buffer per external input that needs gathering, per step result, and the
      * output; small ranges (a few elements) keep them on the stack */
     int64_t blk   = e - b < TIDE_EW_BLOCK ? e - b : TIDE_EW_BLOCK;
@@ -202,7 +229,7 @@ static void run_fused_range(void * ctx, int64_t b, int64_t e) {
     for (int32_t i = 0; i < f->n_steps; i++) step_buf[i] = mem + (size_t)(s->n_ops + i) * bytes;
     for (int32_t k = 1; k < s->n_ops; k++) {   /* one element broadcast everywhere: filled once */
         if (!s->scalar[k]) continue;
-        size_t sz = tide_dtype_size(s->want[k]);
+        size_t sz = tide_esize(s->want[k]);
         tide_convert(ext_buf[k], s->want[k], 1, s->base[k], s->dtype[k], 1, 1);
         for (int64_t i = 1; i < blk; i++) memcpy(ext_buf[k] + i * (int64_t)sz, ext_buf[k], sz);
     }
@@ -244,7 +271,7 @@ tide_status tide_ew_run_fused(const tide_fused * f, tide_tensor * const * ext, t
     for (int32_t k = 0; k < s->n_ops; k++) {
         const tide_tensor * t = k ? ext[k - 1] : out;
         aligned_strides(t, out, s->strides[k]);
-        s->base[k]   = (char *)t->storage->data + t->offset * (int64_t)tide_dtype_size(t->dtype_id);
+        s->base[k]   = (char *)t->storage->data + t->offset * (int64_t)tide_esize(t->dtype_id);
         s->dtype[k]  = t->dtype_id;
         s->want[k]   = f->dtype;
         s->scalar[k] = k && t->nelem == 1;
