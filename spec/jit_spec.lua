@@ -215,7 +215,7 @@ describe("jit.compile", function()
     assert.are.equal(5, counts.no_cse)     -- the second mul and sin stay
     assert.are.equal(8, counts.none)       -- exp, mul, mul, sin, mul, sin, mul, add
     assert.has_error(function() tide.jit.compile(fn, { passes = { unroll = false } }) end,
-      "jit.compile: unknown pass 'unroll' (dce, cse, fuse, fold, simplify)")
+      "jit.compile: unknown pass 'unroll' (dce, cse, fuse, fold, simplify, plan)")
   end)
 
   it("keeps what replays must do though nothing reads it: in-place updates, gradients, random draws", function()

@@ -32,6 +32,13 @@
 -- - A tensor made during capture that Lua still holds afterwards without
 --   returning it is reported (with the line that made it): replay makes a new
 --   one and the held one goes stale.
+-- - A replay is one engine task: the first replay plans the graph once (each
+--   intermediate gets a place in one arena, shared by values whose lifetimes do
+--   not overlap; each op is checked and resolved once), and later replays only
+--   allocate their results and gradients, which are new tensors each time.
+--   Graphs with results that need autograd history for a backward outside the
+--   function, several devices, or calls on non-contiguous arguments (or ones
+--   sharing memory with captured tensors) replay op by op; `:graph()` says which.
 -- - `{check = true}` runs each replay and the eager function side by side and
 --   reports the first result or written tensor that differs (for instance
 --   when the function reads a Lua number that has changed since capture).
@@ -414,7 +421,8 @@ end
 -- replays it. opts: static = {argument positions baked in}, warmup = 1 (eager
 -- calls per signature before capturing), max_cache = 8 (signatures kept),
 -- log = false (print why each capture happened; also TIDE_JIT_LOG=1), passes =
--- {dce, cse, fuse, fold, simplify = true} (set one false to switch that pass off),
+-- {dce, cse, fuse, fold, simplify, plan = true} (set one false to switch that pass off;
+-- plan replays as one engine task over one arena, without it node by node),
 -- check = false (true, or {tolerance = 1e-5}: every replay also runs the Lua
 -- function from the same state and reports, in :explain() and on stderr, the
 -- first result or written tensor that differs; the eager results stand).
@@ -435,13 +443,14 @@ function M.compile(fn, opts)
     statics[i] = true
   end
   local pass_bits = { dce = C.TIDE_GRAPH_PASS_DCE, cse = C.TIDE_GRAPH_PASS_CSE, fuse = C.TIDE_GRAPH_PASS_FUSE,
-                      fold = C.TIDE_GRAPH_PASS_FOLD, simplify = C.TIDE_GRAPH_PASS_SIMPLIFY }
+                      fold = C.TIDE_GRAPH_PASS_FOLD, simplify = C.TIDE_GRAPH_PASS_SIMPLIFY,
+                      plan = C.TIDE_GRAPH_PASS_PLAN }
   local passes = C.TIDE_GRAPH_PASS_ALL
   if opts.passes ~= nil then
     if type(opts.passes) ~= "table" then fail("jit.compile: passes must be a table such as {cse = false}") end
     for k, v in pairs(opts.passes) do
       local bit_ = pass_bits[k]
-      if not bit_ then fail("jit.compile: unknown pass '" .. tostring(k) .. "' (dce, cse, fuse, fold, simplify)") end
+      if not bit_ then fail("jit.compile: unknown pass '" .. tostring(k) .. "' (dce, cse, fuse, fold, simplify, plan)") end
       if v == false then passes = bit.band(passes, bit.bnot(bit_)) end
     end
   end

@@ -357,7 +357,8 @@ enum {
     TIDE_GRAPH_PASS_FUSE = 4,  /* run chains of elementwise ops as one kernel, one pass over memory */
     TIDE_GRAPH_PASS_FOLD = 8,  /* what depends on constants only is computed once, at capture */
     TIDE_GRAPH_PASS_SIMPLIFY = 16,  /* x*1, x+0, x-0, x/1, permutations that cancel: x itself */
-    TIDE_GRAPH_PASS_ALL = 31
+    TIDE_GRAPH_PASS_PLAN = 32, /* replay as one task over one arena planned by liveness (else node by node) */
+    TIDE_GRAPH_PASS_ALL = 63
 };
 /* Runs the passes (a mask of TIDE_GRAPH_PASS_*) after capture_end; *changed
  * (may be NULL) receives how many nodes they removed. */

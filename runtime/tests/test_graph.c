@@ -1,6 +1,7 @@
 /* test_graph.c - capturing and replaying from the C API alone: a recorded
  * expression replayed on new arguments, in-place updates of a tensor bound by
  * reference, a value read refused during capture, argument checks at replay,
+ * queued replays of one graph on different arguments (each bound to its own),
  * and replays from two threads at once (each with its own graph). */
 #include "tide.h"
 #include "check.h"
@@ -58,7 +59,34 @@ static void * replay_thread(void * arg) {
     return NULL;
 }
 
+/* Twenty replays queued back to back (large enough not to run at once), each
+ * on its own argument, each result checked after all were queued. */
+static void queued_replays(void) {
+    enum { N = 1 << 18, R = 20 };
+    int64_t       n = N;
+    tide_tensor * w = tide_tensor_full(1, &n, 0.5, TIDE_DTYPE_F32), * x = tide_tensor_zeros(1, &n, TIDE_DTYPE_F32);
+    tide_graph *  g = tide_graph_capture_begin();
+    CHECK(tide_graph_add_arg(g, x) == TIDE_OK);
+    tide_tensor * e = op("add", x, w, NULL), * y = op("mul", e, e, NULL);
+    CHECK(tide_graph_add_output(g, y) == TIDE_OK);
+    tide_tensor_release(e), tide_tensor_release(y);
+    CHECK(tide_graph_capture_end(g, NULL, 0) == TIDE_OK);
+    tide_tensor * xs[R], * ys[R];
+    for (int r = 0; r < R; r++) {
+        xs[r] = tide_tensor_full(1, &n, r, TIDE_DTYPE_F32);
+        CHECK(tide_graph_replay(g, &xs[r], 1, &ys[r]) == TIDE_OK);
+    }
+    CHECK(strstr(tide_graph_describe(g), "replayed as one task of 2 steps") != NULL);
+    tide_graph_release(g);   /* queued replays keep what they need */
+    for (int r = 0; r < R; r++) {
+        CHECK(fabs(at(ys[r], 0) - (r + 0.5) * (r + 0.5)) < 1e-3 && fabs(at(ys[r], N - 1) - (r + 0.5) * (r + 0.5)) < 1e-3);
+        tide_tensor_release(xs[r]), tide_tensor_release(ys[r]);
+    }
+    tide_tensor_release(w), tide_tensor_release(x);
+}
+
 int main(void) {
+    queued_replays();
     tide_tensor * w = vec(2, 3), * x = vec(0, 1);
     tide_graph *  g = capture(x, w);   /* w becomes (2, 4) */
     CHECK(tide_graph_num_args(g) == 1 && tide_graph_num_outputs(g) == 1 && tide_graph_num_nodes(g) >= 3);

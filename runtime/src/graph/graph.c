@@ -370,6 +370,9 @@ int32_t tide_graph_compact(tide_graph * g, const bool * keep) {
 /* Replay lets go of each value after the last node that reads it, so that its
  * memory can serve the next ones, as the collector lets eager code's go. */
 static tide_status plan(tide_graph * g) {
+    tide_exec_release(g->exec);   /* the graph changed: plan again at the next replay */
+    g->exec       = NULL;
+    g->exec_tried = 0;
     free(g->last_use);
     g->last_use = malloc((size_t)(g->n_values > 0 ? g->n_values : 1) * sizeof *g->last_use);
     if (!g->last_use) return tide_error_set(TIDE_E_OOM, "jit capture: out of memory");
@@ -411,12 +414,14 @@ tide_status tide_graph_optimize(tide_graph * g, uint32_t passes, int32_t * chang
         total += r;
     }
     if (changed) *changed = total;
+    g->exec_off = !(passes & TIDE_GRAPH_PASS_PLAN);
     return plan(g);
 }
 
 void tide_graph_release(tide_graph * g) {
     if (!g) return;
     if (tide_capture == g) tide_capture = NULL;
+    tide_exec_release(g->exec);
     for (int32_t id = 0; id < g->n_values; id++) tide_tensor_release(g->values[id].t);
     for (int32_t i = 0; i < g->n_nodes; i++) free(g->nodes[i].fused);
     for (int32_t k = 0; k < 2; k++) {
@@ -434,9 +439,12 @@ int32_t tide_graph_num_args(const tide_graph * g) { return g->n_args; }
 
 /* -- replay ------------------------------------------------------------------------------------ */
 
-static tide_tensor * replay_view(const tide_gnode * n, tide_tensor * src) {
+tide_tensor * tide_graph_make_view(const tide_gnode * n, const tide_gvalue * v, tide_tensor * src) {
     const int64_t * a = n->p.ints;
     switch (n->op) {
+    case TIDE_VIEW_ALIAS:   return tide_tensor_detach(src);
+    case TIDE_VIEW_RESHAPE: return tide_tensor_view(src, v->ndim, v->sizes);
+    case TIDE_VIEW_EXPAND:  return tide_tensor_expand(src, v->ndim, v->sizes);
     case TIDE_VIEW_PERMUTE: return tide_tensor_permute(src, n->p.n_ints, a);
     case TIDE_VIEW_SLICE:
         return a[3] == 0 ? tide_tensor_select(src, (int32_t)a[0], a[1])
@@ -497,11 +505,34 @@ static void release_after(const tide_graph * g, tide_tensor ** t, int32_t id, in
     t[id] = NULL;
 }
 
+/* The plan that replays g as one task, made on first use; NULL when g replays node by node. */
+static tide_exec * exec_of(tide_graph * g) {
+    if (!g->exec && !g->exec_tried && !g->capturing) {
+        g->exec_tried = 1;
+        if (g->exec_off) snprintf(g->exec_why, sizeof g->exec_why, "the plan pass is switched off");
+        else g->exec = tide_exec_plan(g, g->exec_why, sizeof g->exec_why);
+    }
+    return g->exec;
+}
+
 tide_status tide_graph_replay(tide_graph * g, tide_tensor * const * args, int32_t n_args, tide_tensor ** outputs) {
     if (g->capturing) return tide_error_set(TIDE_E_VALUE, "jit replay: the graph is still being captured");
     if (n_args != g->n_args)
         return tide_error_set(TIDE_E_VALUE, "jit replay: the graph takes %d tensor arguments, %d given", g->n_args,
                               n_args);
+    for (int32_t id = 0; id < g->n_values; id++) {
+        const tide_gvalue * v = &g->values[id];
+        if (v->kind != TIDE_GV_ARG) continue;
+        const tide_tensor * a = args[v->arg];
+        if (a->ndim != v->ndim || a->dtype_id != v->dtype || memcmp(a->sizes, v->sizes, (size_t)v->ndim * 8) ||
+            a->dev.type != v->dev.type || a->dev.index != v->dev.index) {
+            char x[128], y[128];
+            return tide_error_set(TIDE_E_SHAPE, "jit replay: argument %d is %s %s but the graph was captured "
+                                  "for %s %s", v->arg + 1, tide_dtype_name(a->dtype_id),
+                                  tide_shape_str(a, x, sizeof x), tide_dtype_name(v->dtype),
+                                  tide_dims_str(v->ndim, v->sizes, y, sizeof y));
+        }
+    }
     /* bound the replays in flight: wait for the one before the last */
     for (int32_t i = 0; i < g->n_fence[0]; i++) {
         tide_status w = tide_tensor_wait(g->fence[0][i]);
@@ -511,31 +542,23 @@ tide_status tide_graph_replay(tide_graph * g, tide_tensor * const * args, int32_
     tide_tensor ** spare = g->fence[0];
     g->fence[0] = g->fence[1], g->n_fence[0] = g->n_fence[1];
     g->fence[1] = spare, g->n_fence[1] = 0;
-    if (!g->fence[1]) g->fence[1] = malloc((size_t)(g->n_nodes + g->n_outputs + 1) * sizeof *g->fence[1]);
+    if (!g->fence[1]) g->fence[1] = malloc((size_t)(g->n_values + g->n_nodes + g->n_outputs + 1) * sizeof *g->fence[1]);
+    if (!g->fence[1]) return tide_error_set(TIDE_E_OOM, "jit replay: out of memory");
+    /* Inside another capture the ops must reach that capture one by one. */
+    tide_exec * x = tide_capture ? NULL : exec_of(g);
+    if (x && tide_exec_accepts(x, args)) return tide_exec_replay(x, args, outputs, g->fence[1], &g->n_fence[1]);
+
     tide_tensor ** t = calloc((size_t)(g->n_values > 0 ? g->n_values : 1), sizeof *t);
-    if (!t || !g->fence[1]) {
-        free(t);
-        return tide_error_set(TIDE_E_OOM, "jit replay: out of memory");
-    }
+    if (!t) return tide_error_set(TIDE_E_OOM, "jit replay: out of memory");
     tide_status st = TIDE_OK;
-    for (int32_t id = 0; id < g->n_values && st == TIDE_OK; id++) {
+    for (int32_t id = 0; id < g->n_values; id++) {
         const tide_gvalue * v = &g->values[id];
         if (v->kind == TIDE_GV_EXTERN || v->kind == TIDE_GV_CONST) {
             t[id] = v->t;
             tide_tensor_retain(t[id]);
         } else if (v->kind == TIDE_GV_ARG) {
-            tide_tensor * a = args[v->arg];
-            if (a->ndim != v->ndim || a->dtype_id != v->dtype || memcmp(a->sizes, v->sizes, (size_t)v->ndim * 8) ||
-                a->dev.type != v->dev.type || a->dev.index != v->dev.index) {
-                char x[128], y[128];
-                st = tide_error_set(TIDE_E_SHAPE, "jit replay: argument %d is %s %s but the graph was captured "
-                                    "for %s %s", v->arg + 1, tide_dtype_name(a->dtype_id),
-                                    tide_shape_str(a, x, sizeof x), tide_dtype_name(v->dtype),
-                                    tide_dims_str(v->ndim, v->sizes, y, sizeof y));
-                break;
-            }
-            t[id] = a;
-            tide_tensor_retain(a);
+            t[id] = args[v->arg];
+            tide_tensor_retain(t[id]);
         }
     }
     /* A graph that ran its own backward needs no autograd history at replay: its
@@ -559,16 +582,7 @@ tide_status tide_graph_replay(tide_graph * g, tide_tensor * const * args, int32_
             for (int32_t k = 0; k < n->n_out; k++) t[n->out[k]] = out[k];
             break;
         case TIDE_GN_VIEW: {
-            const tide_gvalue * v = &g->values[n->out[0]];
-            tide_tensor *       r;
-            if (n->op == TIDE_VIEW_ALIAS)
-                r = tide_tensor_detach(in[0]);
-            else if (n->op == TIDE_VIEW_RESHAPE)
-                r = tide_tensor_view(in[0], v->ndim, v->sizes);
-            else if (n->op == TIDE_VIEW_EXPAND)
-                r = tide_tensor_expand(in[0], v->ndim, v->sizes);
-            else
-                r = replay_view(n, in[0]);
+            tide_tensor * r = tide_graph_make_view(n, &g->values[n->out[0]], in[0]);
             if (!r) st = tide_last_error()[0] ? TIDE_E_SHAPE : TIDE_E_INTERNAL;
             t[n->out[0]] = r;
             break;
@@ -663,6 +677,10 @@ const char * tide_graph_describe(tide_graph * g) {
     }
     put(&out, "return");
     for (int32_t i = 0; i < g->n_outputs; i++) put(&out, "%s%%%d", i ? ", " : " ", g->outputs[i]);
+    tide_exec * x = exec_of(g);
+    if (x) put(&out, "\n-- replayed as one task of %d steps; arena and results %.2f MiB", tide_exec_num_steps(x),
+               (double)tide_exec_peak_bytes(x) / 1048576.0);
+    else if (g->exec_tried) put(&out, "\n-- replayed node by node: %s", g->exec_why);
     return s;
 }
 
@@ -690,6 +708,12 @@ static bool held_at(const tide_graph * g, int32_t id, int32_t at, const bool * i
 }
 
 tide_status tide_graph_memory(tide_graph * g, int64_t * peak_bytes, char * largest, size_t n) {
+    tide_exec * x = exec_of(g);
+    if (x) {   /* one arena, and what each replay hands out */
+        *peak_bytes = tide_exec_peak_bytes(x);
+        if (n) snprintf(largest, n, "%s", tide_exec_largest(x));
+        return TIDE_OK;
+    }
     bool * is_out = calloc((size_t)(g->n_values > 0 ? g->n_values : 1), sizeof *is_out);
     bool * shown  = calloc((size_t)(g->n_values > 0 ? g->n_values : 1), sizeof *shown);
     if (!is_out || !shown) {

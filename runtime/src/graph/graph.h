@@ -77,6 +77,12 @@ struct tide_graph {
     tide_tensor ** fence[2];
     int32_t        n_fence[2];
     char *         text;                           /* tide_graph_describe's buffer */
+    /* The plan that replays the graph as one task (exec.c), made at the first
+     * replay after the passes; or, when there is none, why not. */
+    struct tide_exec * exec;
+    int32_t        exec_tried;
+    int32_t        exec_off;                       /* TIDE_GRAPH_PASS_PLAN was left out */
+    char           exec_why[160];
 };
 
 /* The capture running on this thread, or NULL: every hook tests it first. */
@@ -91,5 +97,29 @@ TIDE_INTERNAL void tide_graph_on_set_grad(tide_tensor * leaf, tide_tensor * g);
 TIDE_INTERNAL void tide_graph_on_backward(void);
 /* A value read (item, totable, data pointers) during capture: fails, with the message set. */
 TIDE_INTERNAL tide_status tide_graph_on_read(const char * what);
+
+/* The view node n makes of src (its value v), as a new tensor; NULL with the error set. */
+TIDE_INTERNAL tide_tensor * tide_graph_make_view(const tide_gnode * n, const tide_gvalue * v, tide_tensor * src);
+
+/* -- replay as one engine task (exec.c) -- */
+
+typedef struct tide_exec tide_exec;
+/* Plans g for replay as one task: the arena, the steps, the bindings. Returns
+ * the plan (owned), or NULL with the reason in why when g must replay node by
+ * node (several devices, history to record, a node it cannot prepare). */
+TIDE_INTERNAL tide_exec *  tide_exec_plan(tide_graph * g, char * why, size_t n_why);
+TIDE_INTERNAL void         tide_exec_release(tide_exec * x);
+/* Whether a replay on these arguments (the graph's shapes and dtypes, already
+ * checked) can use the plan: contiguous, memory of their own, no history to record. */
+TIDE_INTERNAL int32_t      tide_exec_accepts(const tide_exec * x, tide_tensor * const * args);
+/* Pushes one replay. Fills outputs (owned) and written (owned: the fixed
+ * tensors it writes in place and its fresh results, for the caller's fences;
+ * room for every value and node of the graph). */
+TIDE_INTERNAL tide_status  tide_exec_replay(tide_exec * x, tide_tensor * const * args, tide_tensor ** outputs,
+                                            tide_tensor ** written, int32_t * n_written);
+/* The bytes a replay holds (arena and fresh results), and the largest arena values. */
+TIDE_INTERNAL int64_t      tide_exec_peak_bytes(const tide_exec * x);
+TIDE_INTERNAL const char * tide_exec_largest(const tide_exec * x);
+TIDE_INTERNAL int32_t      tide_exec_num_steps(const tide_exec * x);
 
 #endif /* TIDE_GRAPH_H */

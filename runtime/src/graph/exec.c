@@ -1,0 +1,748 @@
+/*
+ * exec.c - a captured graph replayed as one engine task. The first replay
+ * plans the graph once: every intermediate value gets a place in one arena
+ * (values whose lifetimes do not overlap share bytes), every node is checked
+ * and resolved (tide_op_prepare) into a step that calls its kernel on tensors
+ * made once, and views are made once. A replay then allocates only what it
+ * hands out (results, gradients), and pushes one task that binds the
+ * arguments and runs the steps in order: no per-op checks, dependency
+ * analysis, allocation or Lua. Graphs it cannot run this way (several
+ * devices, autograd history to record, nested captures, arguments that are
+ * not contiguous or share memory with the graph's tensors) are left to the
+ * node-by-node replay of graph.c, which says why in tide_graph_describe.
+ */
+#include "pass.h"
+#include "../ops/cpu/kernels.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* How a value is held. */
+enum {
+    HELD_FIXED = 1,   /* a tensor made once: captured (extern, const), or a view of one, or in the arena */
+    HELD_BOUND = 2    /* a view of a root bound at each replay: an argument or a fresh result */
+};
+
+/* A plan-owned tensor header whose storage and offset are set at each replay:
+ * the root's storage, and the root's offset plus delta. */
+typedef struct {
+    tide_tensor * t;
+    int32_t       root;    /* < n_args: argument root; else fresh root - n_args */
+    int64_t       delta;
+} bind;
+
+typedef struct {
+    int32_t        op;                 /* its node's op, for messages (-1: fused) */
+    char           origin[96];         /* its node's Lua line */
+    tide_kernel_fn kernel;             /* NULL: a fused step */
+    tide_fused *   fused;              /* owned copy */
+    int32_t        random;             /* its slot of the replay's generator reservations, or -1 */
+    tide_opcall    c;                  /* for a fused step: in = its external inputs, out[0] its result */
+} step;
+
+/* How a replay hands out a value (a result, a gradient): a fixed tensor, or its
+ * bound root (args[root] or fresh[root - n_args]) itself or viewed as `meta`. */
+typedef struct {
+    tide_tensor * fixed;
+    int32_t       root;
+    tide_tensor * meta;
+} handout;
+
+typedef struct {
+    tide_tensor * leaf;                /* fixed, or NULL with leaf_arg >= 0 */
+    int32_t       leaf_arg;
+    int32_t       has;                 /* 0: the gradient is set to none */
+    handout       grad;
+} grad_set;
+
+struct tide_exec {
+    atomic_int      refcount;          /* the graph's, and each pending replay's */
+    tide_device     dev;
+    int32_t         n_args, n_fresh;
+    int32_t *       fresh_value;       /* each fresh root's value id (shape, dtype) */
+    tide_gvalue *   fresh_meta;        /* copies of those values */
+    tide_storage *  arena;
+    int64_t         arena_bytes;
+    step *          steps;
+    int32_t         n_steps, n_random;
+    bind *          binds;
+    int32_t         n_binds;
+    tide_storage ** dummies;           /* a placeholder storage per bound root */
+    tide_tensor **  owned;             /* tensors the plan made or holds */
+    int32_t         n_owned, cap_owned;
+    tide_storage ** reads, ** writes;  /* fixed storages (the arena and temporaries among the writes) */
+    int32_t         n_reads, n_writes;
+    bool *          arg_written;
+    handout *       outputs;
+    int32_t         n_outputs;
+    grad_set *      grads;
+    int32_t         n_grads;
+    tide_tensor **  bumped;            /* fixed tensors written in place: versions, fences */
+    int32_t         n_bumped;
+    bool            args_grad_check;   /* a replay with an argument that requires grad must record history */
+    int64_t         cost;
+    char            largest[512];      /* the largest arena values, with the lines that made them */
+};
+
+/* -- building ---------------------------------------------------------------------------------- */
+
+typedef struct {
+    tide_graph *    g;
+    tide_exec *     x;
+    tide_tensor **  t;        /* per value: the plan's tensor */
+    int32_t *       held;     /* per value: HELD_* */
+    int32_t *       root;     /* per value: for HELD_BOUND, its root slot */
+    int32_t *       fresh;    /* per value: fresh root slot (- n_args), or -1 */
+    int64_t *       offset;   /* per value: arena offset in bytes, or -1 */
+    char            why[160];
+} builder;
+
+static bool own(tide_exec * x, tide_tensor * t) {
+    if (x->n_owned == x->cap_owned) {
+        int32_t         cap = x->cap_owned ? 2 * x->cap_owned : 64;
+        tide_tensor **  o   = realloc(x->owned, (size_t)cap * sizeof *o);
+        if (!o) return false;
+        x->owned = o, x->cap_owned = cap;
+    }
+    x->owned[x->n_owned++] = t;
+    return true;
+}
+
+static bool add_storage(tide_storage *** list, int32_t * n, tide_storage * s) {
+    for (int32_t i = 0; i < *n; i++)
+        if ((*list)[i] == s) return true;
+    tide_storage ** l = realloc(*list, (size_t)(*n + 1) * sizeof *l);
+    if (!l) return false;
+    *list = l;
+    l[(*n)++] = s;
+    return true;
+}
+
+static bool add_bind(tide_exec * x, tide_tensor * t, int32_t root, int64_t delta) {
+    bind * b = realloc(x->binds, (size_t)(x->n_binds + 1) * sizeof *b);
+    if (!b) return false;
+    x->binds = b;
+    b[x->n_binds++] = (bind){t, root, delta};
+    return true;
+}
+
+static size_t value_bytes(const tide_gvalue * v) {
+    int64_t n = 1;
+    for (int32_t i = 0; i < v->ndim; i++) n *= v->sizes[i];
+    return (size_t)n * tide_dtype_size(v->dtype);
+}
+
+/* A contiguous header for value v over storage s at element offset `off`. */
+static tide_tensor * header(const tide_gvalue * v, tide_storage * s, int64_t off) {
+    tide_tensor * t = tide_tensor_alloc_header(s, v->dtype);
+    if (!t) return NULL;
+    t->ndim = v->ndim;
+    memcpy(t->sizes, v->sizes, (size_t)v->ndim * sizeof *t->sizes);
+    tide_contiguous_strides(v->ndim, t->sizes, t->strides);
+    t->offset = off;
+    tide_tensor_finish(t);
+    return t;
+}
+
+/* Places the arena values: by size, largest first, each at the lowest offset
+ * that no value alive at the same time occupies (first fit). */
+typedef struct { int32_t id; int64_t size, first, last, off; } slot;
+
+static int by_size(const void * a, const void * b) {
+    const slot * x = a, * y = b;
+    return x->size != y->size ? (x->size < y->size) - (x->size > y->size) : x->id - y->id;
+}
+static int by_offset(const void * a, const void * b) {
+    const slot * x = *(const slot * const *)a, * y = *(const slot * const *)b;
+    return (x->off > y->off) - (x->off < y->off);
+}
+
+static int64_t place(slot * s, int32_t n) {
+    qsort(s, (size_t)n, sizeof *s, by_size);
+    slot ** live = malloc((size_t)(n > 0 ? n : 1) * sizeof *live);
+    if (!live) return -1;
+    int64_t total = 0;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t nl = 0;
+        for (int32_t j = 0; j < i; j++)
+            if (s[j].first <= s[i].last && s[i].first <= s[j].last) live[nl++] = &s[j];
+        qsort(live, (size_t)nl, sizeof *live, by_offset);
+        int64_t off = 0;
+        for (int32_t j = 0; j < nl; j++) {
+            if (live[j]->off - off >= s[i].size) break;
+            if (live[j]->off + live[j]->size > off) off = live[j]->off + live[j]->size;
+        }
+        s[i].off = off;
+        if (off + s[i].size > total) total = off + s[i].size;
+    }
+    free(live);
+    return total;
+}
+
+static bool fail_build(builder * b, const char * why) {
+    snprintf(b->why, sizeof b->why, "%s", why);
+    return false;
+}
+
+/* Decides how each value is held and places the arena. */
+static bool classify(builder * b) {
+    tide_graph * g = b->g;
+    tide_exec *  x = b->x;
+    bool have_dev = false;
+    for (int32_t id = 0; id < g->n_values; id++) {
+        const tide_gvalue * v = &g->values[id];
+        b->fresh[id] = -1, b->offset[id] = -1, b->root[id] = -1;
+        if (v->kind == TIDE_GV_CONST && v->t && (v->t->flags & TIDE_TENSOR_WRAPPED_NUMBER)) continue;
+        if (v->dev.type != TIDE_DEVICE_CPU) return fail_build(b, "a value is not on a CPU device");
+        if (!have_dev) x->dev = v->dev, have_dev = true;
+        else if (v->dev.index != x->dev.index) return fail_build(b, "its values are on several devices");
+    }
+    if (!have_dev) x->dev = (tide_device){TIDE_DEVICE_CPU, -1};
+    /* A graph that ran its own backward replays with autograd off. Otherwise a
+     * node that recorded history at capture (grad on, an input requiring grad)
+     * must record it again, which only the node-by-node replay does. */
+    if (!g->had_backward) {
+        for (int32_t i = 0; i < g->n_nodes; i++) {
+            const tide_gnode * n = &g->nodes[i];
+            if (!n->grad_on) continue;
+            x->args_grad_check = true;
+            for (int32_t k = 0; k < n->n_in; k++) {
+                const tide_gvalue * v = &g->values[n->in[k]];
+                if ((v->kind == TIDE_GV_EXTERN || v->kind == TIDE_GV_CONST) && v->t && tide_needs_grad(v->t))
+                    return fail_build(b, "its results carry autograd history for a backward outside it");
+            }
+        }
+    }
+    /* what a replay hands out needs memory of its own: results and gradients */
+    bool * escapes = calloc((size_t)(g->n_values > 0 ? g->n_values : 1), sizeof *escapes);
+    if (!escapes) return fail_build(b, "out of memory");
+    for (int32_t i = 0; i < g->n_outputs; i++) escapes[tide_graph_base(g, g->outputs[i])] = true;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].kind == TIDE_GN_SET_GRAD && g->nodes[i].n_in == 2)
+            escapes[tide_graph_base(g, g->nodes[i].in[1])] = true;
+    slot *  slots = malloc((size_t)(g->n_values > 0 ? g->n_values : 1) * sizeof *slots);
+    int32_t n_slots = 0;
+    if (!slots) {
+        free(escapes);
+        return fail_build(b, "out of memory");
+    }
+    for (int32_t id = 0; id < g->n_values; id++) {
+        const tide_gvalue * v = &g->values[id];
+        /* values whose node a pass removed are never made */
+        if (v->kind != TIDE_GV_NODE || v->node < 0 || tide_graph_base(g, id) != id) continue;
+        if (escapes[id]) {
+            b->fresh[id] = x->n_fresh++;
+            continue;
+        }
+        slots[n_slots++] = (slot){id, (int64_t)(value_bytes(v) + TIDE_ALIGN - 1) / TIDE_ALIGN * TIDE_ALIGN,
+                                  v->node, v->node, 0};
+    }
+    free(escapes);
+    /* a value lives until the last node that reads or writes it or a view of it */
+    int32_t * at = malloc((size_t)(g->n_values > 0 ? g->n_values : 1) * sizeof *at);
+    if (!at) {
+        free(slots);
+        return fail_build(b, "out of memory");
+    }
+    for (int32_t id = 0; id < g->n_values; id++) at[id] = -1;
+    for (int32_t i = 0; i < n_slots; i++) at[slots[i].id] = i;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const tide_gnode * n = &g->nodes[i];
+        for (int32_t k = 0; k <= n->n_in; k++) {
+            int32_t v = k < n->n_in ? n->in[k] : n->into;
+            if (v < 0) continue;
+            int32_t s = at[tide_graph_base(g, v)];
+            if (s >= 0 && slots[s].last < i) slots[s].last = i;
+        }
+    }
+    free(at);
+    x->arena_bytes = place(slots, n_slots);   /* sorts the slots by size, largest first */
+    size_t used = 0;
+    for (int32_t i = 0; i < n_slots; i++) {
+        b->offset[slots[i].id] = slots[i].off;
+        if (i >= 5 || used + 1 >= sizeof x->largest) continue;
+        const tide_gvalue * v  = &g->values[slots[i].id];
+        const tide_gnode *  nd = &g->nodes[v->node];
+        char shape[128];
+        int  w = snprintf(x->largest + used, sizeof x->largest - used, "%s%.2f MiB: %s %s made by '%s' at %s",
+                          i ? "; " : "", (double)value_bytes(v) / 1048576.0, tide_dtype_name(v->dtype),
+                          tide_dims_str(v->ndim, v->sizes, shape, sizeof shape),
+                          nd->kind == TIDE_GN_OP ? tide_op_name(nd->op) : nd->kind == TIDE_GN_FUSED ? "fused" : "empty",
+                          nd->origin[0] ? nd->origin : "?");
+        if (w > 0) used = used + (size_t)w < sizeof x->largest ? used + (size_t)w : sizeof x->largest - 1;
+    }
+    free(slots);
+    if (x->arena_bytes < 0) return fail_build(b, "out of memory");
+    x->fresh_value = malloc((size_t)(x->n_fresh > 0 ? x->n_fresh : 1) * sizeof *x->fresh_value);
+    x->fresh_meta  = malloc((size_t)(x->n_fresh > 0 ? x->n_fresh : 1) * sizeof *x->fresh_meta);
+    if (!x->fresh_value || !x->fresh_meta) return fail_build(b, "out of memory");
+    for (int32_t id = 0; id < g->n_values; id++)
+        if (b->fresh[id] >= 0) {
+            x->fresh_value[b->fresh[id]] = id;
+            x->fresh_meta[b->fresh[id]]  = g->values[id];
+            x->fresh_meta[b->fresh[id]].t = NULL;
+        }
+    return true;
+}
+
+/* The tensor of a new root value (arena or fresh) made by node i. */
+static tide_tensor * root_tensor(builder * b, int32_t id) {
+    tide_exec *         x = b->x;
+    const tide_gvalue * v = &b->g->values[id];
+    tide_tensor *       t;
+    if (b->fresh[id] >= 0) {
+        int32_t r = x->n_args + b->fresh[id];
+        t = header(v, x->dummies[r], 0);
+        if (t && !add_bind(x, t, r, 0)) {
+            tide_tensor_release(t);
+            return NULL;
+        }
+        b->held[id] = HELD_BOUND;
+        b->root[id] = r;
+    } else {
+        t = header(v, x->arena, b->offset[id] / (int64_t)tide_dtype_size(v->dtype));
+        b->held[id] = HELD_FIXED;
+    }
+    if (t && !own(x, t)) {
+        tide_tensor_release(t);
+        return NULL;
+    }
+    return t;
+}
+
+static step * new_step(builder * b, int32_t node) {
+    tide_exec *        x = b->x;
+    const tide_gnode * n = &b->g->nodes[node];
+    step *             s = realloc(x->steps, (size_t)(x->n_steps + 1) * sizeof *s);
+    if (!s) return NULL;
+    x->steps = s;
+    s        = &x->steps[x->n_steps++];
+    memset(s, 0, sizeof *s);
+    s->op     = n->kind == TIDE_GN_OP ? n->op : -1;
+    s->random = -1;
+    memcpy(s->origin, n->origin, sizeof s->origin);
+    return s;
+}
+
+/* Notes that value id is written in place. */
+static bool note_write(builder * b, int32_t id) {
+    tide_exec * x    = b->x;
+    int32_t     base = tide_graph_base(b->g, id);
+    const tide_gvalue * v = &b->g->values[base];
+    if (v->kind == TIDE_GV_ARG) {
+        x->arg_written[v->arg] = true;
+        return true;
+    }
+    if (v->kind == TIDE_GV_EXTERN || v->kind == TIDE_GV_CONST) {
+        bool seen = false;
+        for (int32_t i = 0; i < x->n_bumped; i++) seen |= x->bumped[i] == b->t[id];
+        if (!seen) {
+            tide_tensor ** l = realloc(x->bumped, (size_t)(x->n_bumped + 1) * sizeof *l);
+            if (!l) return false;
+            x->bumped = l;
+            l[x->n_bumped++] = b->t[id];
+        }
+        return add_storage(&x->writes, &x->n_writes, b->t[id]->storage);
+    }
+    return true;
+}
+
+static bool build_op(builder * b, int32_t i) {
+    tide_graph *       g = b->g;
+    tide_exec *        x = b->x;
+    const tide_gnode * n = &g->nodes[i];
+    tide_tensor *      in[TIDE_OP_MAX_IN];
+    for (int32_t k = 0; k < n->n_in; k++) in[k] = b->t[n->in[k]];
+    tide_tensor *    target = n->into >= 0 ? b->t[n->into] : NULL;
+    tide_op_prepared r;
+    if (tide_op_prepare(n->op, in, n->n_in, &n->p, target, &r) != TIDE_OK) {
+        char why[160];
+        snprintf(why, sizeof why, "node %d (%s) does not prepare: %s", i, tide_op_name(n->op), tide_last_error());
+        return fail_build(b, why);
+    }
+    if (r.dev.type != x->dev.type || r.dev.index != x->dev.index)
+        return fail_build(b, "an op runs on another device");
+    for (int32_t k = 0; k < n->n_in; k++)
+        if (b->held[n->in[k]] == HELD_FIXED && !add_storage(&x->reads, &x->n_reads, in[k]->storage))
+            return fail_build(b, "out of memory");
+    step * s = new_step(b, i);
+    if (!s) return fail_build(b, "out of memory");
+    s->kernel = r.kernel;
+    s->c      = r.c;
+    if (r.flags & TIDE_OPF_RANDOM) s->random = x->n_random++;
+    if (target) {
+        if (!note_write(b, n->into)) return fail_build(b, "out of memory");
+        if (!r.temp) {
+            s->c.out[0] = target;
+            x->cost += target->nelem;
+            return true;
+        }
+        /* the destination overlaps an input: compute into a temporary, then copy */
+        tide_tensor * tmp = tide_tensor_empty(r.shape.ndim[0], r.shape.sizes[0], r.dtypes[0], x->dev);
+        if (!tmp || !own(x, tmp)) {
+            tide_tensor_release(tmp);
+            return fail_build(b, "out of memory");
+        }
+        if (!add_storage(&x->writes, &x->n_writes, tmp->storage)) return fail_build(b, "out of memory");
+        x->steps[x->n_steps - 1].c.out[0] = tmp;
+        tide_op_prepared cp;
+        if (tide_op_prepare(TIDE_OP_copy, &tmp, 1, NULL, target, &cp) != TIDE_OK)
+            return fail_build(b, "the copy into an overlapping destination does not prepare");
+        step * s2 = new_step(b, i);
+        if (!s2) return fail_build(b, "out of memory");
+        s2->kernel = cp.kernel;
+        s2->c      = cp.c;
+        s2->c.out[0] = target;
+        x->cost += 2 * target->nelem;
+        return true;
+    }
+    for (int32_t k = 0; k < n->n_out; k++) {
+        const tide_gvalue * v = &g->values[n->out[k]];
+        if (r.dtypes[k] != v->dtype || r.shape.ndim[k] != v->ndim ||
+            memcmp(r.shape.sizes[k], v->sizes, (size_t)v->ndim * sizeof(int64_t)))
+            return fail_build(b, "an op's result differs from the captured one");
+        tide_tensor * t = root_tensor(b, n->out[k]);
+        if (!t) return fail_build(b, "out of memory");
+        b->t[n->out[k]] = t;
+        x->steps[x->n_steps - 1].c.out[k] = t;
+        x->cost += t->nelem;
+    }
+    return true;
+}
+
+static bool build_view(builder * b, int32_t i) {
+    tide_graph *        g   = b->g;
+    const tide_gnode *  n   = &g->nodes[i];
+    int32_t             src = n->in[0], id = n->out[0];
+    const tide_gvalue * v   = &g->values[id];
+    tide_tensor *       t   = tide_graph_make_view(n, v, b->t[src]);
+    if (!t) return fail_build(b, "a view does not replay");
+    if (!own(b->x, t)) {
+        tide_tensor_release(t);
+        return fail_build(b, "out of memory");
+    }
+    b->t[id]    = t;
+    b->held[id] = b->held[src];
+    b->root[id] = b->root[src];
+    if (b->held[id] == HELD_BOUND && !add_bind(b->x, t, b->root[id], t->offset))
+        return fail_build(b, "out of memory");
+    return true;
+}
+
+static bool build_fused(builder * b, int32_t i) {
+    tide_exec *        x = b->x;
+    const tide_gnode * n = &b->g->nodes[i];
+    step *             s = new_step(b, i);
+    if (!s) return fail_build(b, "out of memory");
+    s->fused = malloc(sizeof *s->fused);
+    if (!s->fused) return fail_build(b, "out of memory");
+    *s->fused = *n->fused;
+    s->c.n_in = n->n_in;
+    for (int32_t k = 0; k < n->n_in; k++) {
+        s->c.in[k] = b->t[n->in[k]];
+        if (b->held[n->in[k]] == HELD_FIXED && !add_storage(&x->reads, &x->n_reads, s->c.in[k]->storage))
+            return fail_build(b, "out of memory");
+    }
+    tide_tensor * t = root_tensor(b, n->out[0]);
+    if (!t) return fail_build(b, "out of memory");
+    b->t[n->out[0]] = t;
+    x->steps[x->n_steps - 1].c.out[0] = t;
+    x->cost += t->nelem * n->fused->n_steps;
+    return true;
+}
+
+static handout handout_of(builder * b, int32_t id) {
+    if (b->held[id] == HELD_BOUND) {
+        const tide_gvalue * v = &b->g->values[id];
+        bool root = (v->kind == TIDE_GV_ARG) || b->fresh[id] >= 0;
+        return (handout){NULL, b->root[id], root ? NULL : b->t[id]};
+    }
+    return (handout){b->t[id], -1, NULL};
+}
+
+static bool build(builder * b) {
+    tide_graph * g = b->g;
+    tide_exec *  x = b->x;
+    if (!classify(b)) return false;
+    x->arena = tide_storage_new((size_t)x->arena_bytes, x->dev);
+    if (!x->arena) return fail_build(b, "out of memory for the arena");
+    if (!add_storage(&x->writes, &x->n_writes, x->arena)) return fail_build(b, "out of memory");
+    int32_t n_roots = x->n_args + x->n_fresh;
+    x->dummies     = calloc((size_t)(n_roots > 0 ? n_roots : 1), sizeof *x->dummies);
+    x->arg_written = calloc((size_t)(x->n_args > 0 ? x->n_args : 1), sizeof *x->arg_written);
+    if (!x->dummies || !x->arg_written) return fail_build(b, "out of memory");
+    for (int32_t r = 0; r < n_roots; r++)
+        if (!(x->dummies[r] = tide_storage_new(0, x->dev))) return fail_build(b, "out of memory");
+    for (int32_t id = 0; id < g->n_values; id++) {
+        const tide_gvalue * v = &g->values[id];
+        if (v->kind == TIDE_GV_EXTERN || v->kind == TIDE_GV_CONST) {
+            b->t[id]    = v->t;
+            b->held[id] = HELD_FIXED;
+            tide_tensor_retain(v->t);
+            if (!own(x, v->t)) {
+                tide_tensor_release(v->t);
+                return fail_build(b, "out of memory");
+            }
+        } else if (v->kind == TIDE_GV_ARG) {
+            tide_tensor * t = header(v, x->dummies[v->arg], 0);
+            if (!t || !own(x, t)) {
+                tide_tensor_release(t);
+                return fail_build(b, "out of memory");
+            }
+            if (!add_bind(x, t, v->arg, 0)) return fail_build(b, "out of memory");
+            b->t[id] = t, b->held[id] = HELD_BOUND, b->root[id] = v->arg;
+        }
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const tide_gnode * n = &g->nodes[i];
+        bool ok = true;
+        switch (n->kind) {
+        case TIDE_GN_OP:    ok = build_op(b, i); break;
+        case TIDE_GN_VIEW:  ok = build_view(b, i); break;
+        case TIDE_GN_FUSED: ok = build_fused(b, i); break;
+        case TIDE_GN_EMPTY: ok = (b->t[n->out[0]] = root_tensor(b, n->out[0])) != NULL; break;
+        case TIDE_GN_SET_GRAD: {
+            grad_set * gs = realloc(x->grads, (size_t)(x->n_grads + 1) * sizeof *gs);
+            if (!gs) return fail_build(b, "out of memory");
+            x->grads = gs;
+            gs = &x->grads[x->n_grads++];
+            const tide_gvalue * leaf = &g->values[n->in[0]];
+            gs->leaf     = leaf->kind == TIDE_GV_ARG ? NULL : b->t[n->in[0]];
+            gs->leaf_arg = leaf->kind == TIDE_GV_ARG ? leaf->arg : -1;
+            if (leaf->kind != TIDE_GV_ARG && leaf->kind != TIDE_GV_EXTERN)
+                return fail_build(b, "a gradient is set on a tensor that is not a leaf of the graph");
+            gs->has = n->n_in == 2;
+            if (gs->has) gs->grad = handout_of(b, n->in[1]);
+            break;
+        }
+        default: ok = fail_build(b, "an unknown node kind");
+        }
+        if (!ok) return false;
+        if (b->why[0]) return false;
+    }
+    x->n_outputs = g->n_outputs;
+    x->outputs   = malloc((size_t)(g->n_outputs > 0 ? g->n_outputs : 1) * sizeof *x->outputs);
+    if (!x->outputs) return fail_build(b, "out of memory");
+    for (int32_t i = 0; i < g->n_outputs; i++) x->outputs[i] = handout_of(b, g->outputs[i]);
+    return true;
+}
+
+void tide_exec_release(tide_exec * x) {
+    if (!x || atomic_fetch_sub(&x->refcount, 1) != 1) return;
+    for (int32_t i = 0; i < x->n_steps; i++) free(x->steps[i].fused);
+    tide_tensor_release_many(x->owned, x->n_owned);
+    int32_t n_roots = x->n_args + x->n_fresh;
+    for (int32_t r = 0; x->dummies && r < n_roots; r++) tide_storage_release(x->dummies[r]);
+    tide_storage_release(x->arena);
+    free(x->steps), free(x->binds), free(x->dummies), free(x->owned), free(x->reads), free(x->writes);
+    free(x->arg_written), free(x->outputs), free(x->grads), free(x->bumped), free(x->fresh_value);
+    free(x->fresh_meta);
+    free(x);
+}
+
+tide_exec * tide_exec_plan(tide_graph * g, char * why, size_t n_why) {
+    tide_exec * x = calloc(1, sizeof *x);
+    builder     b = {g, x, NULL, NULL, NULL, NULL, NULL, ""};
+    size_t      nv = (size_t)(g->n_values > 0 ? g->n_values : 1);
+    if (!x) {
+        snprintf(why, n_why, "out of memory");
+        return NULL;
+    }
+    atomic_init(&x->refcount, 1);
+    x->n_args = g->n_args;
+    b.t      = calloc(nv, sizeof *b.t);
+    b.held   = calloc(nv, sizeof *b.held);
+    b.root   = calloc(nv, sizeof *b.root);
+    b.fresh  = calloc(nv, sizeof *b.fresh);
+    b.offset = calloc(nv, sizeof *b.offset);
+    int32_t off = tide_grad_off;
+    tide_grad_off = 1;   /* views made here record no autograd history */
+    bool ok = b.t && b.held && b.root && b.fresh && b.offset ? build(&b) : fail_build(&b, "out of memory");
+    tide_grad_off = off;
+    free(b.t), free(b.held), free(b.root), free(b.fresh), free(b.offset);
+    if (!ok) {
+        snprintf(why, n_why, "%s", b.why);
+        tide_exec_release(x);
+        return NULL;
+    }
+    return x;
+}
+
+/* -- running ----------------------------------------------------------------------------------- */
+
+/* The task's context: the plan, then n_args + n_fresh root tensors and two
+ * generator words per random step, in one block the engine copies. */
+typedef struct {
+    tide_exec *   x;
+    tide_tensor * roots[];
+} run_ctx;
+
+static uint64_t * rng_words(run_ctx * rc) { return (uint64_t *)(rc->roots + rc->x->n_args + rc->x->n_fresh); }
+
+static tide_status run(void * ctx) {
+    run_ctx *   rc = ctx;
+    tide_exec * x  = rc->x;
+    uint64_t *  rng = rng_words(rc);
+    for (int32_t i = 0; i < x->n_binds; i++) {
+        const bind *   bd = &x->binds[i];
+        tide_tensor *  r  = rc->roots[bd->root];
+        tide_storage_retain(r->storage);
+        bd->t->storage = r->storage;
+        bd->t->offset  = r->offset + bd->delta;
+    }
+    tide_status st = TIDE_OK;
+    for (int32_t i = 0; i < x->n_steps && st == TIDE_OK; i++) {
+        step * s = &x->steps[i];
+        if (s->random >= 0) {
+            s->c.rng_seed   = rng[2 * s->random];
+            s->c.rng_offset = rng[2 * s->random + 1];
+        }
+        st = s->fused ? tide_ew_run_fused(s->fused, s->c.in, s->c.out[0]) : s->kernel(&s->c);
+        if (st != TIDE_OK) {
+            char msg[1024];
+            snprintf(msg, sizeof msg, "%s (replaying %s captured at %s)", tide_last_error(),
+                     s->op >= 0 ? tide_op_name(s->op) : "a fused chain", s->origin[0] ? s->origin : "?");
+            tide_error_set(st, "%s", msg);
+        }
+    }
+    for (int32_t i = 0; i < x->n_binds; i++) {
+        const bind * bd = &x->binds[i];
+        tide_storage_release(bd->t->storage);
+        bd->t->storage = x->dummies[bd->root];
+        bd->t->offset  = 0;
+    }
+    return st;
+}
+
+static void keep_run(void * ctx) {
+    run_ctx * rc = ctx;
+    atomic_fetch_add(&rc->x->refcount, 1);
+    for (int32_t i = 0; i < rc->x->n_args + rc->x->n_fresh; i++) tide_tensor_retain(rc->roots[i]);
+}
+
+static void drop_run(void * ctx) {
+    run_ctx * rc = ctx;
+    tide_tensor_release_many(rc->roots, rc->x->n_args + rc->x->n_fresh);
+    tide_exec_release(rc->x);
+}
+
+static void describe_run(const void * ctx, char * buf, size_t n) {
+    const run_ctx * rc = ctx;
+    snprintf(buf, n, "a replay of %d steps", rc->x->n_steps);
+}
+
+/* A result or gradient of this replay: a fixed tensor, a root, or a view of one. */
+static tide_tensor * hand_out(const tide_exec * x, const handout * h, tide_tensor * const * roots) {
+    if (h->fixed) {
+        tide_tensor_retain(h->fixed);
+        return h->fixed;
+    }
+    tide_tensor * r = roots[h->root];
+    if (!h->meta) {
+        tide_tensor_retain(r);
+        return r;
+    }
+    const bind * bd = NULL;
+    for (int32_t i = 0; i < x->n_binds && !bd; i++)
+        if (x->binds[i].t == h->meta) bd = &x->binds[i];
+    return tide_tensor_as_strided(r, h->meta->ndim, h->meta->sizes, h->meta->strides,
+                                  r->offset + (bd ? bd->delta : 0));
+}
+
+/* Whether storage s is among the plan's fixed ones. */
+static bool is_fixed(const tide_exec * x, const tide_storage * s) {
+    for (int32_t i = 0; i < x->n_reads; i++)
+        if (x->reads[i] == s) return true;
+    for (int32_t i = 0; i < x->n_writes; i++)
+        if (x->writes[i] == s) return true;
+    return false;
+}
+
+int32_t tide_exec_accepts(const tide_exec * x, tide_tensor * const * args) {
+    for (int32_t k = 0; k < x->n_args; k++) {
+        if (!tide_tensor_is_contiguous(args[k]) || is_fixed(x, args[k]->storage)) return 0;
+        if (x->args_grad_check && tide_needs_grad(args[k])) return 0;
+        for (int32_t j = 0; j < k; j++)
+            if (args[j]->storage == args[k]->storage) return 0;
+    }
+    return 1;
+}
+
+tide_status tide_exec_replay(tide_exec * x, tide_tensor * const * args, tide_tensor ** outputs,
+                             tide_tensor ** written, int32_t * n_written) {
+    int32_t n_roots = x->n_args + x->n_fresh;
+    size_t  size    = sizeof(run_ctx) + (size_t)n_roots * sizeof(tide_tensor *) + 2 * (size_t)x->n_random * 8;
+    run_ctx * rc    = malloc(size);
+    tide_storage ** rs = malloc((size_t)(x->n_reads + n_roots + 1) * sizeof *rs);
+    tide_storage ** ws = malloc((size_t)(x->n_writes + n_roots + 1) * sizeof *ws);
+    if (!rc || !rs || !ws) {
+        free(rc), free(rs), free(ws);
+        return tide_error_set(TIDE_E_OOM, "jit replay: out of memory");
+    }
+    rc->x = x;
+    for (int32_t k = 0; k < x->n_args; k++) rc->roots[k] = args[k];
+    tide_status st = TIDE_OK;
+    int32_t     made = 0;
+    for (int32_t f = 0; f < x->n_fresh && st == TIDE_OK; f++, made++) {
+        const tide_gvalue * v = &x->fresh_meta[f];
+        rc->roots[x->n_args + f] = tide_tensor_empty(v->ndim, v->sizes, v->dtype, x->dev);
+        if (!rc->roots[x->n_args + f]) st = TIDE_E_OOM;
+    }
+    if (st != TIDE_OK) {
+        tide_tensor_release_many(rc->roots + x->n_args, made);
+        free(rc), free(rs), free(ws);
+        return st;
+    }
+    uint64_t * rng = rng_words(rc);
+    for (int32_t i = 0, k = 0; i < x->n_steps; i++) {   /* in step order, as eager ops draw */
+        const step * s = &x->steps[i];
+        if (s->random < 0) continue;
+        tide_rng_reserve((uint64_t)s->c.out[0]->nelem, &rng[2 * k], &rng[2 * k + 1]);
+        k++;
+    }
+    int32_t nr = 0, nw = 0;
+    for (int32_t i = 0; i < x->n_reads; i++) rs[nr++] = x->reads[i];
+    for (int32_t i = 0; i < x->n_writes; i++) ws[nw++] = x->writes[i];
+    for (int32_t k = 0; k < x->n_args; k++) {
+        if (x->arg_written[k]) ws[nw++] = args[k]->storage;
+        else rs[nr++] = args[k]->storage;
+    }
+    for (int32_t f = 0; f < x->n_fresh; f++) ws[nw++] = rc->roots[x->n_args + f]->storage;
+    tide_engine_task task = {run, rc, size, keep_run, drop_run, "replay", x->cost, describe_run};
+    st = tide_engine_push(&task, rs, nr, ws, nw, x->dev);
+    free(rs), free(ws);
+    if (st == TIDE_OK) {
+        int32_t off = tide_grad_off;
+        tide_grad_off = 1;
+        for (int32_t i = 0; i < x->n_outputs && st == TIDE_OK; i++)
+            if (!(outputs[i] = hand_out(x, &x->outputs[i], rc->roots))) st = TIDE_E_OOM;
+        for (int32_t i = 0; i < x->n_grads && st == TIDE_OK; i++) {
+            const grad_set * gs   = &x->grads[i];
+            tide_tensor *    leaf = gs->leaf ? gs->leaf : args[gs->leaf_arg];
+            tide_tensor *    gr   = gs->has ? hand_out(x, &gs->grad, rc->roots) : NULL;
+            if (gs->has && !gr) st = TIDE_E_OOM;
+            tide_tensor_release(leaf->ag_grad);
+            leaf->ag_grad = gr;
+        }
+        tide_grad_off = off;
+        for (int32_t i = 0; i < x->n_bumped; i++)
+            atomic_fetch_add_explicit(&x->bumped[i]->storage->version, 1, memory_order_relaxed);
+        for (int32_t k = 0; k < x->n_args; k++)
+            if (x->arg_written[k]) atomic_fetch_add_explicit(&args[k]->storage->version, 1, memory_order_relaxed);
+        *n_written = 0;
+        for (int32_t i = 0; i < x->n_bumped; i++) written[(*n_written)++] = x->bumped[i];
+        for (int32_t f = 0; f < x->n_fresh; f++) written[(*n_written)++] = rc->roots[x->n_args + f];
+        for (int32_t i = 0; i < *n_written; i++) tide_tensor_retain(written[i]);
+    }
+    tide_tensor_release_many(rc->roots + x->n_args, x->n_fresh);
+    free(rc);
+    return st;
+}
+
+int64_t tide_exec_peak_bytes(const tide_exec * x) {
+    int64_t n = x->arena_bytes;
+    for (int32_t f = 0; f < x->n_fresh; f++) n += (int64_t)value_bytes(&x->fresh_meta[f]);
+    return n;
+}
+const char * tide_exec_largest(const tide_exec * x) { return x->largest; }
+int32_t tide_exec_num_steps(const tide_exec * x) { return x->n_steps; }
