@@ -2,7 +2,8 @@
  * expression replayed on new arguments, in-place updates of a tensor bound by
  * reference, a value read refused during capture, argument checks at replay,
  * queued replays of one graph on different arguments (each bound to its own),
- * and replays from two threads at once (each with its own graph). */
+ * independent ops of one wave run at once across the pool, and replays from
+ * two threads at once (each with its own graph). */
 #include "tide.h"
 #include "check.h"
 
@@ -85,8 +86,45 @@ static void queued_replays(void) {
     tide_tensor_release(w), tide_tensor_release(x);
 }
 
+/* Eight constants and eight products of the argument by them (two waves of
+ * eight independent small ops, each run at once across the pool), then the
+ * sum of the products, replayed many times. */
+static void parallel_wave(void) {
+    enum { N = 1000 };
+    int64_t       n = N;
+    tide_tensor * x = tide_tensor_full(1, &n, 1.0, TIDE_DTYPE_F32);
+    tide_graph *  g = tide_graph_capture_begin();
+    CHECK(tide_graph_add_arg(g, x) == TIDE_OK);
+    tide_tensor * parts[8], * acc;
+    for (int i = 0; i < 8; i++) {
+        tide_tensor * c = tide_tensor_full(0, NULL, i + 1, TIDE_DTYPE_F32);
+        parts[i] = op("mul", x, c, NULL);
+        tide_tensor_release(c);
+    }
+    acc = op("add", parts[0], parts[1], NULL);
+    for (int i = 2; i < 8; i++) {
+        tide_tensor * next = op("add", acc, parts[i], NULL);
+        tide_tensor_release(acc);
+        acc = next;
+    }
+    CHECK(tide_graph_add_output(g, acc) == TIDE_OK);
+    for (int i = 0; i < 8; i++) tide_tensor_release(parts[i]);
+    tide_tensor_release(acc);
+    CHECK(tide_graph_capture_end(g, NULL, 0) == TIDE_OK);
+    for (int r = 0; r < 50; r++) {
+        tide_tensor * xr = tide_tensor_full(1, &n, r, TIDE_DTYPE_F32), * y = NULL;
+        CHECK(tide_graph_replay(g, &xr, 1, &y) == TIDE_OK);
+        CHECK(fabs(at(y, N - 1) - 36.0 * r) < 1e-3);
+        tide_tensor_release(xr), tide_tensor_release(y);
+    }
+    CHECK(strstr(tide_graph_describe(g), "23 steps in 9 waves") != NULL);   /* 8 fills, 8 products, 7 sums */
+    tide_graph_release(g);
+    tide_tensor_release(x);
+}
+
 int main(void) {
     queued_replays();
+    parallel_wave();
     tide_tensor * w = vec(2, 3), * x = vec(0, 1);
     tide_graph *  g = capture(x, w);   /* w becomes (2, 4) */
     CHECK(tide_graph_num_args(g) == 1 && tide_graph_num_outputs(g) == 1 && tide_graph_num_nodes(g) >= 3);

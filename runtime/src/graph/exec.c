@@ -1,12 +1,14 @@
 /*
  * exec.c - a captured graph replayed as one engine task. The first replay
- * plans the graph once: every intermediate value gets a place in one arena
- * (values whose lifetimes do not overlap share bytes), every node is checked
- * and resolved (tide_op_prepare) into a step that calls its kernel on tensors
- * made once, and views are made once. A replay then allocates only what it
- * hands out (results, gradients), and pushes one task that binds the
- * arguments and runs the steps in order: no per-op checks, dependency
- * analysis, allocation or Lua. Graphs it cannot run this way (several
+ * plans the graph once: nodes are put in waves of independent work, every
+ * intermediate value gets a place in one arena (values whose lives do not
+ * overlap share bytes, and an elementwise op may write over its dying input),
+ * every node is checked and resolved (tide_op_prepare) into a step that calls
+ * its kernel on tensors made once, and views are made once. A replay then
+ * allocates only what it hands out (results, gradients), and pushes one task
+ * that binds the arguments and runs the waves in order, the small steps of a
+ * wave at once across the pool: no per-op checks, dependency analysis,
+ * allocation or Lua. Graphs it cannot run this way (several
  * devices, autograd history to record, nested captures, arguments that are
  * not contiguous or share memory with the graph's tensors) are left to the
  * node-by-node replay of graph.c, which says why in tide_graph_describe.
@@ -37,6 +39,8 @@ typedef struct {
     tide_kernel_fn kernel;             /* NULL: a fused step */
     tide_fused *   fused;              /* owned copy */
     int32_t        random;             /* its slot of the replay's generator reservations, or -1 */
+    int32_t        wave, unit, order;  /* when it runs: its wave, its node, its place in the node's steps */
+    bool           small;              /* its node's work is too small to split: it runs beside others */
     tide_opcall    c;                  /* for a fused step: in = its external inputs, out[0] its result */
 } step;
 
@@ -63,8 +67,13 @@ struct tide_exec {
     tide_gvalue *   fresh_meta;        /* copies of those values */
     tide_storage *  arena;
     int64_t         arena_bytes;
-    step *          steps;
+    step *          steps;             /* by wave, then node */
     int32_t         n_steps, n_random;
+    uint64_t *      random_nelem;      /* per generator slot, in node order: the draws it reserves */
+    int32_t *       waves;             /* steps[waves[w] .. waves[w + 1]) make wave w */
+    int32_t         n_waves;
+    int32_t *       small_units;       /* first step of each small unit, by wave */
+    int32_t *       wave_units;        /* small_units[wave_units[w] .. wave_units[w + 1]) are wave w's */
     bind *          binds;
     int32_t         n_binds;
     tide_storage ** dummies;           /* a placeholder storage per bound root */
@@ -94,6 +103,7 @@ typedef struct {
     int32_t *       root;     /* per value: for HELD_BOUND, its root slot */
     int32_t *       fresh;    /* per value: fresh root slot (- n_args), or -1 */
     int64_t *       offset;   /* per value: arena offset in bytes, or -1 */
+    int32_t *       wave;     /* per node: its wave (schedule), -1 for nodes that run nothing */
     char            why[160];
 } builder;
 
@@ -184,7 +194,11 @@ static bool fail_build(builder * b, const char * why) {
     return false;
 }
 
-/* Decides how each value is held and places the arena. */
+static bool schedule(builder * b);
+static bool plan_arena(builder * b);
+
+/* Checks what the plan needs (one CPU device, no history to record), then
+ * schedules the nodes and places the arena. */
 static bool classify(builder * b) {
     tide_graph * g = b->g;
     tide_exec *  x = b->x;
@@ -213,55 +227,140 @@ static bool classify(builder * b) {
             }
         }
     }
+    return schedule(b) && plan_arena(b);
+}
+
+/* Puts each node that runs (an op, a fused chain) in a wave: one after every
+ * node it depends on through the memory it reads or writes (after the last
+ * write of what it reads; after the last read and write of what it writes).
+ * The nodes of a wave are independent, and a replay may run them at once. */
+static bool schedule(builder * b) {
+    tide_graph * g  = b->g;
+    size_t       nv = (size_t)(g->n_values > 0 ? g->n_values : 1);
+    int32_t *    lw = malloc(nv * sizeof *lw), * lr = malloc(nv * sizeof *lr);
+    if (!lw || !lr) {
+        free(lw), free(lr);
+        return fail_build(b, "out of memory");
+    }
+    for (int32_t id = 0; id < g->n_values; id++) lw[id] = lr[id] = -1;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const tide_gnode * n = &g->nodes[i];
+        b->wave[i] = -1;
+        if (n->kind != TIDE_GN_OP && n->kind != TIDE_GN_FUSED) continue;
+        int32_t w = 0;
+        for (int32_t k = 0; k < n->n_in; k++) {
+            int32_t r = tide_graph_base(g, n->in[k]);
+            if (lw[r] + 1 > w) w = lw[r] + 1;
+        }
+        int32_t into = n->into >= 0 ? tide_graph_base(g, n->into) : -1;
+        if (into >= 0) {
+            if (lw[into] + 1 > w) w = lw[into] + 1;
+            if (lr[into] + 1 > w) w = lr[into] + 1;
+        }
+        b->wave[i] = w;
+        for (int32_t k = 0; k < n->n_in; k++) {
+            int32_t r = tide_graph_base(g, n->in[k]);
+            if (lr[r] < w) lr[r] = w;
+        }
+        if (into >= 0) lw[into] = w;
+        for (int32_t k = 0; k < n->n_out; k++) lw[n->out[k]] = w;
+    }
+    free(lw), free(lr);
+    return true;
+}
+
+/* Gives each value that is neither handed out nor captured a place in the
+ * arena. A value lives from the wave that makes it to the last wave that reads
+ * or writes it (or a view of it); values whose lives do not overlap share
+ * bytes, and an elementwise op whose input of the same shape and dtype dies
+ * with it writes its result in that input's place. */
+static bool plan_arena(builder * b) {
+    tide_graph * g  = b->g;
+    tide_exec *  x  = b->x;
+    size_t       nv = (size_t)(g->n_values > 0 ? g->n_values : 1);
+    bool *    escapes = calloc(nv, sizeof *escapes);
+    slot *    slots   = malloc(nv * sizeof *slots);
+    int32_t * at      = malloc(nv * sizeof *at);        /* value -> its slot, or -1 */
+    int32_t * owner   = malloc(nv * sizeof *owner);     /* slot -> the slot whose bytes it takes */
+    int32_t * touches = calloc(nv, sizeof *touches);    /* slot -> nodes touching it in its last wave */
+    if (!escapes || !slots || !at || !owner || !touches) {
+        free(escapes), free(slots), free(at), free(owner), free(touches);
+        return fail_build(b, "out of memory");
+    }
     /* what a replay hands out needs memory of its own: results and gradients */
-    bool * escapes = calloc((size_t)(g->n_values > 0 ? g->n_values : 1), sizeof *escapes);
-    if (!escapes) return fail_build(b, "out of memory");
     for (int32_t i = 0; i < g->n_outputs; i++) escapes[tide_graph_base(g, g->outputs[i])] = true;
     for (int32_t i = 0; i < g->n_nodes; i++)
         if (g->nodes[i].kind == TIDE_GN_SET_GRAD && g->nodes[i].n_in == 2)
             escapes[tide_graph_base(g, g->nodes[i].in[1])] = true;
-    slot *  slots = malloc((size_t)(g->n_values > 0 ? g->n_values : 1) * sizeof *slots);
     int32_t n_slots = 0;
-    if (!slots) {
-        free(escapes);
-        return fail_build(b, "out of memory");
-    }
     for (int32_t id = 0; id < g->n_values; id++) {
         const tide_gvalue * v = &g->values[id];
+        at[id] = -1;
         /* values whose node a pass removed are never made */
         if (v->kind != TIDE_GV_NODE || v->node < 0 || tide_graph_base(g, id) != id) continue;
         if (escapes[id]) {
             b->fresh[id] = x->n_fresh++;
             continue;
         }
-        slots[n_slots++] = (slot){id, (int64_t)(value_bytes(v) + TIDE_ALIGN - 1) / TIDE_ALIGN * TIDE_ALIGN,
-                                  v->node, v->node, 0};
+        int32_t w = b->wave[v->node] >= 0 ? b->wave[v->node] : 0;   /* an empty node: from the start */
+        owner[n_slots] = n_slots;
+        at[id] = n_slots;
+        slots[n_slots++] = (slot){id, (int64_t)(value_bytes(v) + TIDE_ALIGN - 1) / TIDE_ALIGN * TIDE_ALIGN, w, w, 0};
     }
-    free(escapes);
-    /* a value lives until the last node that reads or writes it or a view of it */
-    int32_t * at = malloc((size_t)(g->n_values > 0 ? g->n_values : 1) * sizeof *at);
-    if (!at) {
-        free(slots);
-        return fail_build(b, "out of memory");
-    }
-    for (int32_t id = 0; id < g->n_values; id++) at[id] = -1;
-    for (int32_t i = 0; i < n_slots; i++) at[slots[i].id] = i;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const tide_gnode * n = &g->nodes[i];
+        if (b->wave[i] < 0) continue;
         for (int32_t k = 0; k <= n->n_in; k++) {
             int32_t v = k < n->n_in ? n->in[k] : n->into;
             if (v < 0) continue;
             int32_t s = at[tide_graph_base(g, v)];
-            if (s >= 0 && slots[s].last < i) slots[s].last = i;
+            if (s < 0) continue;
+            if (slots[s].last < b->wave[i]) slots[s].last = b->wave[i], touches[s] = 0;
+            if (slots[s].last == b->wave[i]) touches[s]++;
         }
     }
-    free(at);
-    x->arena_bytes = place(slots, n_slots);   /* sorts the slots by size, largest first */
-    size_t used = 0;
+    /* in place: the result takes the bytes of an input that only this node touches last */
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const tide_gnode * n = &g->nodes[i];
+        tide_op_info       info;
+        if (n->kind != TIDE_GN_OP || n->into >= 0 || n->n_out != 1 || at[n->out[0]] < 0 ||
+            tide_op_get_info(n->op, &info) != TIDE_OK || !(info.flags & TIDE_OPF_ELEMWISE) ||
+            (info.flags & TIDE_OPF_RANDOM))
+            continue;
+        int32_t o = at[n->out[0]];
+        for (int32_t k = 0; k < n->n_in; k++) {
+            int32_t s = at[n->in[k]];   /* the input itself, not a view of it */
+            if (s < 0 || slots[s].last != b->wave[i] || touches[s] != 1) continue;
+            const tide_gvalue * vi = &g->values[n->in[k]], * vo = &g->values[n->out[0]];
+            if (vi->dtype != vo->dtype || vi->ndim != vo->ndim || memcmp(vi->sizes, vo->sizes, (size_t)vi->ndim * 8))
+                continue;
+            owner[o] = owner[s];
+            touches[s] = 0;   /* taken */
+            break;
+        }
+    }
+    /* each owner's life covers those of the slots that take its bytes */
     for (int32_t i = 0; i < n_slots; i++) {
-        b->offset[slots[i].id] = slots[i].off;
-        if (i >= 5 || used + 1 >= sizeof x->largest) continue;
-        const tide_gvalue * v  = &g->values[slots[i].id];
+        int32_t r = i;
+        while (owner[r] != r) r = owner[r];
+        owner[i] = r;
+        if (slots[i].last > slots[r].last) slots[r].last = slots[i].last;
+        if (slots[i].first < slots[r].first) slots[r].first = slots[i].first;
+    }
+    int32_t n_own = 0;
+    slot *  own_slots = malloc((size_t)(n_slots > 0 ? n_slots : 1) * sizeof *own_slots);
+    if (!own_slots) {
+        free(escapes), free(slots), free(at), free(owner), free(touches);
+        return fail_build(b, "out of memory");
+    }
+    for (int32_t i = 0; i < n_slots; i++)
+        if (owner[i] == i) own_slots[n_own++] = slots[i];
+    x->arena_bytes = place(own_slots, n_own);   /* sorts them by size, largest first */
+    for (int32_t i = 0; i < n_own; i++) b->offset[own_slots[i].id] = own_slots[i].off;
+    for (int32_t i = 0; i < n_slots; i++) b->offset[slots[i].id] = b->offset[slots[owner[i]].id];
+    size_t used = 0;
+    for (int32_t i = 0; i < n_own && i < 5 && used + 1 < sizeof x->largest; i++) {
+        const tide_gvalue * v  = &g->values[own_slots[i].id];
         const tide_gnode *  nd = &g->nodes[v->node];
         char shape[128];
         int  w = snprintf(x->largest + used, sizeof x->largest - used, "%s%.2f MiB: %s %s made by '%s' at %s",
@@ -271,7 +370,7 @@ static bool classify(builder * b) {
                           nd->origin[0] ? nd->origin : "?");
         if (w > 0) used = used + (size_t)w < sizeof x->largest ? used + (size_t)w : sizeof x->largest - 1;
     }
-    free(slots);
+    free(escapes), free(slots), free(at), free(owner), free(touches), free(own_slots);
     if (x->arena_bytes < 0) return fail_build(b, "out of memory");
     x->fresh_value = malloc((size_t)(x->n_fresh > 0 ? x->n_fresh : 1) * sizeof *x->fresh_value);
     x->fresh_meta  = malloc((size_t)(x->n_fresh > 0 ? x->n_fresh : 1) * sizeof *x->fresh_meta);
@@ -320,6 +419,9 @@ static step * new_step(builder * b, int32_t node) {
     memset(s, 0, sizeof *s);
     s->op     = n->kind == TIDE_GN_OP ? n->op : -1;
     s->random = -1;
+    s->wave   = b->wave[node];
+    s->unit   = node;
+    s->order  = x->n_steps;
     memcpy(s->origin, n->origin, sizeof s->origin);
     return s;
 }
@@ -369,7 +471,12 @@ static bool build_op(builder * b, int32_t i) {
     if (!s) return fail_build(b, "out of memory");
     s->kernel = r.kernel;
     s->c      = r.c;
-    if (r.flags & TIDE_OPF_RANDOM) s->random = x->n_random++;
+    if (r.flags & TIDE_OPF_RANDOM) {
+        uint64_t * rn = realloc(x->random_nelem, (size_t)(x->n_random + 1) * sizeof *rn);
+        if (!rn) return fail_build(b, "out of memory");
+        x->random_nelem = rn;
+        s->random = x->n_random++;
+    }
     if (target) {
         if (!note_write(b, n->into)) return fail_build(b, "out of memory");
         if (!r.temp) {
@@ -451,6 +558,11 @@ static bool build_fused(builder * b, int32_t i) {
     return true;
 }
 
+static int by_wave(const void * a, const void * b) {
+    const step * x = a, * y = b;
+    return x->wave != y->wave ? x->wave - y->wave : x->order - y->order;
+}
+
 static handout handout_of(builder * b, int32_t id) {
     if (b->held[id] == HELD_BOUND) {
         const tide_gvalue * v = &b->g->values[id];
@@ -520,6 +632,38 @@ static bool build(builder * b) {
         if (!ok) return false;
         if (b->why[0]) return false;
     }
+    for (int32_t i = 0; i < x->n_steps; i++)
+        if (x->steps[i].random >= 0) x->random_nelem[x->steps[i].random] = (uint64_t)x->steps[i].c.out[0]->nelem;
+    qsort(x->steps, (size_t)x->n_steps, sizeof *x->steps, by_wave);
+    x->n_waves = x->n_steps ? x->steps[x->n_steps - 1].wave + 1 : 0;
+    x->waves   = calloc((size_t)x->n_waves + 1, sizeof *x->waves);
+    if (!x->waves) return fail_build(b, "out of memory");
+    for (int32_t i = 0, w = 0; w <= x->n_waves; w++) {
+        while (i < x->n_steps && x->steps[i].wave < w) i++;
+        x->waves[w] = i;
+    }
+    /* a node's steps run in order on one thread; a small node's run beside others' */
+    for (int32_t i = 0; i < x->n_steps; i++) {
+        step *  s    = &x->steps[i];
+        int64_t cost = 0;
+        for (int32_t k = 0; k < s->c.n_in; k++) cost += s->c.in[k]->nelem;
+        for (int32_t k = 0; k < s->c.n_out; k++) cost += s->c.out[k]->nelem;
+        s->small = cost < 2 * TIDE_GRAIN;
+    }
+    for (int32_t i = 0; i < x->n_steps; i++)   /* a unit is small when all its steps are */
+        for (int32_t j = i + 1; j < x->n_steps && x->steps[j].unit == x->steps[i].unit; j++)
+            x->steps[i].small = x->steps[j].small = x->steps[i].small && x->steps[j].small;
+    x->small_units = malloc((size_t)(x->n_steps > 0 ? x->n_steps : 1) * sizeof *x->small_units);
+    x->wave_units  = malloc((size_t)(x->n_waves + 1) * sizeof *x->wave_units);
+    if (!x->small_units || !x->wave_units) return fail_build(b, "out of memory");
+    int32_t nu = 0;
+    for (int32_t w = 0; w < x->n_waves; w++) {
+        x->wave_units[w] = nu;
+        for (int32_t i = x->waves[w]; i < x->waves[w + 1]; i++)
+            if (x->steps[i].small && (i == x->waves[w] || x->steps[i - 1].unit != x->steps[i].unit))
+                x->small_units[nu++] = i;
+    }
+    x->wave_units[x->n_waves] = nu;
     x->n_outputs = g->n_outputs;
     x->outputs   = malloc((size_t)(g->n_outputs > 0 ? g->n_outputs : 1) * sizeof *x->outputs);
     if (!x->outputs) return fail_build(b, "out of memory");
@@ -536,13 +680,14 @@ void tide_exec_release(tide_exec * x) {
     tide_storage_release(x->arena);
     free(x->steps), free(x->binds), free(x->dummies), free(x->owned), free(x->reads), free(x->writes);
     free(x->arg_written), free(x->outputs), free(x->grads), free(x->bumped), free(x->fresh_value);
+    free(x->random_nelem), free(x->waves), free(x->small_units), free(x->wave_units);
     free(x->fresh_meta);
     free(x);
 }
 
 tide_exec * tide_exec_plan(tide_graph * g, char * why, size_t n_why) {
     tide_exec * x = calloc(1, sizeof *x);
-    builder     b = {g, x, NULL, NULL, NULL, NULL, NULL, ""};
+    builder     b = {g, x, NULL, NULL, NULL, NULL, NULL, NULL, ""};
     size_t      nv = (size_t)(g->n_values > 0 ? g->n_values : 1);
     if (!x) {
         snprintf(why, n_why, "out of memory");
@@ -555,11 +700,12 @@ tide_exec * tide_exec_plan(tide_graph * g, char * why, size_t n_why) {
     b.root   = calloc(nv, sizeof *b.root);
     b.fresh  = calloc(nv, sizeof *b.fresh);
     b.offset = calloc(nv, sizeof *b.offset);
+    b.wave   = calloc((size_t)(g->n_nodes > 0 ? g->n_nodes : 1), sizeof *b.wave);
     int32_t off = tide_grad_off;
     tide_grad_off = 1;   /* views made here record no autograd history */
-    bool ok = b.t && b.held && b.root && b.fresh && b.offset ? build(&b) : fail_build(&b, "out of memory");
+    bool ok = b.t && b.held && b.root && b.fresh && b.offset && b.wave ? build(&b) : fail_build(&b, "out of memory");
     tide_grad_off = off;
-    free(b.t), free(b.held), free(b.root), free(b.fresh), free(b.offset);
+    free(b.t), free(b.held), free(b.root), free(b.fresh), free(b.offset), free(b.wave);
     if (!ok) {
         snprintf(why, n_why, "%s", b.why);
         tide_exec_release(x);
@@ -579,6 +725,43 @@ typedef struct {
 
 static uint64_t * rng_words(run_ctx * rc) { return (uint64_t *)(rc->roots + rc->x->n_args + rc->x->n_fresh); }
 
+/* Runs step i, with the message naming its op and line on failure. */
+static tide_status run_step(step * s) {
+    tide_status st = s->fused ? tide_ew_run_fused(s->fused, s->c.in, s->c.out[0]) : s->kernel(&s->c);
+    if (st != TIDE_OK) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s (replaying %s captured at %s)", tide_last_error(),
+                 s->op >= 0 ? tide_op_name(s->op) : "a fused chain", s->origin[0] ? s->origin : "?");
+        tide_error_set(st, "%s", msg);
+    }
+    return st;
+}
+
+/* The small units of one wave, run at once across the pool. */
+typedef struct {
+    tide_exec *     x;
+    const int32_t * units;                 /* first step of each unit (its steps follow it) */
+    atomic_int      failed;
+    tide_status     st;
+    char            msg[1024];
+} wave_run;
+
+static void run_units(void * ctx, int64_t begin, int64_t end) {
+    wave_run * w = ctx;
+    step * steps = w->x->steps;
+    for (int64_t u = begin; u < end; u++) {
+        int32_t first = w->units[u];
+        for (int32_t i = first; i < w->x->n_steps && steps[i].unit == steps[first].unit; i++) {
+            if (atomic_load_explicit(&w->failed, memory_order_relaxed)) return;
+            tide_status st = run_step(&steps[i]);
+            if (st != TIDE_OK && atomic_exchange(&w->failed, 1) == 0) {
+                w->st = st;
+                snprintf(w->msg, sizeof w->msg, "%s", tide_last_error());
+            }
+        }
+    }
+}
+
 static tide_status run(void * ctx) {
     run_ctx *   rc = ctx;
     tide_exec * x  = rc->x;
@@ -590,20 +773,25 @@ static tide_status run(void * ctx) {
         bd->t->storage = r->storage;
         bd->t->offset  = r->offset + bd->delta;
     }
-    tide_status st = TIDE_OK;
-    for (int32_t i = 0; i < x->n_steps && st == TIDE_OK; i++) {
+    for (int32_t i = 0; i < x->n_steps; i++) {
         step * s = &x->steps[i];
-        if (s->random >= 0) {
-            s->c.rng_seed   = rng[2 * s->random];
-            s->c.rng_offset = rng[2 * s->random + 1];
+        if (s->random < 0) continue;
+        s->c.rng_seed   = rng[2 * s->random];
+        s->c.rng_offset = rng[2 * s->random + 1];
+    }
+    /* Wave by wave: the small units of a wave together across the pool (their
+     * kernels run serially there), then its large steps one by one, each
+     * kernel splitting its own work across the pool. */
+    tide_status st = TIDE_OK;
+    for (int32_t w = 0; w < x->n_waves && st == TIDE_OK; w++) {
+        int32_t u0 = x->wave_units[w], u1 = x->wave_units[w + 1];
+        if (u1 - u0 >= 2) {
+            wave_run wr = {x, x->small_units + u0, 0, TIDE_OK, ""};
+            tide_parallel_for(u1 - u0, 1, 1, run_units, &wr);
+            if (wr.st != TIDE_OK) st = tide_error_set(wr.st, "%s", wr.msg);
         }
-        st = s->fused ? tide_ew_run_fused(s->fused, s->c.in, s->c.out[0]) : s->kernel(&s->c);
-        if (st != TIDE_OK) {
-            char msg[1024];
-            snprintf(msg, sizeof msg, "%s (replaying %s captured at %s)", tide_last_error(),
-                     s->op >= 0 ? tide_op_name(s->op) : "a fused chain", s->origin[0] ? s->origin : "?");
-            tide_error_set(st, "%s", msg);
-        }
+        for (int32_t i = x->waves[w]; i < x->waves[w + 1] && st == TIDE_OK; i++)
+            if (!x->steps[i].small || u1 - u0 < 2) st = run_step(&x->steps[i]);
     }
     for (int32_t i = 0; i < x->n_binds; i++) {
         const bind * bd = &x->binds[i];
@@ -694,12 +882,8 @@ tide_status tide_exec_replay(tide_exec * x, tide_tensor * const * args, tide_ten
         return st;
     }
     uint64_t * rng = rng_words(rc);
-    for (int32_t i = 0, k = 0; i < x->n_steps; i++) {   /* in step order, as eager ops draw */
-        const step * s = &x->steps[i];
-        if (s->random < 0) continue;
-        tide_rng_reserve((uint64_t)s->c.out[0]->nelem, &rng[2 * k], &rng[2 * k + 1]);
-        k++;
-    }
+    for (int32_t k = 0; k < x->n_random; k++)   /* in node order, as eager ops draw */
+        tide_rng_reserve(x->random_nelem[k], &rng[2 * k], &rng[2 * k + 1]);
     int32_t nr = 0, nw = 0;
     for (int32_t i = 0; i < x->n_reads; i++) rs[nr++] = x->reads[i];
     for (int32_t i = 0; i < x->n_writes; i++) ws[nw++] = x->writes[i];
@@ -746,3 +930,4 @@ int64_t tide_exec_peak_bytes(const tide_exec * x) {
 }
 const char * tide_exec_largest(const tide_exec * x) { return x->largest; }
 int32_t tide_exec_num_steps(const tide_exec * x) { return x->n_steps; }
+int32_t tide_exec_num_waves(const tide_exec * x) { return x->n_waves; }

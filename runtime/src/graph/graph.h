@@ -121,5 +121,6 @@ TIDE_INTERNAL tide_status  tide_exec_replay(tide_exec * x, tide_tensor * const *
 TIDE_INTERNAL int64_t      tide_exec_peak_bytes(const tide_exec * x);
 TIDE_INTERNAL const char * tide_exec_largest(const tide_exec * x);
 TIDE_INTERNAL int32_t      tide_exec_num_steps(const tide_exec * x);
+TIDE_INTERNAL int32_t      tide_exec_num_waves(const tide_exec * x);
 
 #endif /* TIDE_GRAPH_H */
