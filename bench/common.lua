@@ -22,6 +22,15 @@ function M.cpu_model()
   return m
 end
 
+--- The first of $TIDE_PYTHON, python3 and /usr/bin/python3 that imports
+-- torch, or nil: PyTorch is a reference only, the project never needs it.
+function M.torch_python()
+  for _, py in ipairs { os.getenv("TIDE_PYTHON") or "", "python3", "/usr/bin/python3" } do
+    if py ~= "" and os.execute(py .. " -c 'import torch' >/dev/null 2>&1") == 0 then return py end
+  end
+  return nil
+end
+
 --- A fresh model: "mlp" or "cnn".
 function M.model(kind)
   local nn = require("tide").nn

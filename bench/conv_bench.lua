@@ -8,20 +8,16 @@
 local tide = require "tide"
 local nn = require "tide.nn_ops"
 local ffi = require "ffi"
+-- shared helpers, found beside this script
+local common = dofile((debug.getinfo(1, "S").source:sub(2):match("^(.*)/") or ".") .. "/common.lua")
 
 ffi.cdef [[
-  typedef struct { long s, ns; } conv_bench_timespec;
-  int clock_gettime(int clk, conv_bench_timespec * ts);
   double tide_ref_conv2d(int32_t n, int32_t c, int32_t h, int32_t w, int32_t o, int32_t k, int32_t pad,
                          int32_t which, int32_t reps);
   double tide_ref_max_pool2x2(int64_t planes, int32_t h, int32_t w, int32_t backward, int32_t reps);
   const char * tide_ref_blas_info(void);
 ]]
-local ts = ffi.new("conv_bench_timespec")
-local function now()
-  ffi.C.clock_gettime(1, ts)
-  return tonumber(ts.s) + tonumber(ts.ns) * 1e-9
-end
+local now = common.now
 
 local REPS = tonumber(arg and arg[1]) or 10
 local ROUNDS = 5
@@ -103,11 +99,7 @@ print("conv2 bwd_w", t(lambda: bi(gy2, x2, w2, None, [1,1], [1,1], [1,1], False,
 print("maxpool1 fwd", t(lambda: F.max_pool2d(p1, 2, return_indices=True)))
 print("maxpool1 bwd", t(lambda: torch.ops.aten.max_pool2d_with_indices_backward(g1, p1, [2,2], [2,2], [0,0], [1,1], False, i1)))
 ]]
-  -- the first of TIDE_PYTHON, python3 and /usr/bin/python3 that has torch
-  local python
-  for _, py in ipairs { os.getenv("TIDE_PYTHON") or "", "python3", "/usr/bin/python3" } do
-    if py ~= "" and os.execute(py .. " -c 'import torch' >/dev/null 2>&1") == 0 then python = py; break end
-  end
+  local python = common.torch_python()
   if not python then
     print("note: PyTorch reference skipped: no python3 with torch (set TIDE_PYTHON; the project never needs it)")
   else

@@ -73,10 +73,7 @@ local threads = tide.get_num_threads()
 print(string.format("machine: %s, %d threads", cpu_model(), threads))
 
 -- PyTorch, when some python3 has it
-local python
-for _, py in ipairs { os.getenv("TIDE_PYTHON") or "", "python3", "/usr/bin/python3" } do
-  if py ~= "" and os.execute(py .. " -c 'import torch' >/dev/null 2>&1") == 0 then python = py; break end
-end
+local python = common.torch_python()
 local cases = { { "mlp", 16, 2000 }, { "mlp", 128, 500 }, { "cnn", 64, 60 } }
 local torch_ms = {}
 if python then
