@@ -94,6 +94,8 @@ describe("jit replay as one task", function()
     local f = tide.jit.compile(function(x) return x * w end)   -- history for a backward outside
     for _ = 1, 3 do f(tide.randn(3)) end
     assert.truthy(plan_line(f):find("autograd history", 1, true))
+    -- what the results' backward keeps is not taken for tensors held by mistake
+    assert.is_nil(f:explain():find("still held", 1, true))
     local y = f(tide.ones(3))
     y:sum():backward()
     assert.are.same({ 1, 1, 1 }, w.grad:totable())

@@ -432,6 +432,29 @@ static bool list_push(node_list * l, tide_node * n) {
     return true;
 }
 
+int64_t tide_autograd_saved(tide_tensor * const * roots, int32_t n_roots, tide_tensor ** out, int64_t max) {
+    node_list todo = {NULL, 0, 0};
+    int64_t   n    = 0;
+    pthread_mutex_lock(&walk_lock);
+    uint64_t id = ++walk_counter;   /* marks the nodes seen, as a walk does */
+    for (int32_t i = 0; i < n_roots; i++) {
+        tide_node * r = roots[i] ? roots[i]->ag_node : NULL;
+        if (r && r->walk_id != id && list_push(&todo, r)) r->walk_id = id;
+    }
+    while (todo.n > 0) {
+        tide_node * nd = todo.v[--todo.n];
+        for (int32_t k = 0; k < TIDE_SAVED_MAX && !nd->freed; k++)
+            if (nd->saved[k] && n++ < max) out[n - 1] = nd->saved[k];
+        for (int32_t k = 0; k < nd->n_in; k++) {
+            tide_node * next = nd->next[k].node;
+            if (next && next->walk_id != id && list_push(&todo, next)) next->walk_id = id;
+        }
+    }
+    pthread_mutex_unlock(&walk_lock);
+    free(todo.v);
+    return n;
+}
+
 /* What one walk asks for: capture the gradients of `inputs` (autograd.grad)
  * instead of accumulating into leaves (backward). */
 typedef struct {

@@ -289,6 +289,17 @@ tide_status tide_graph_capture_end(tide_graph * g, char * leaks, size_t n_leaks)
      * neither returned nor gradients: a replay makes new ones, and the held ones go stale. */
     size_t used = 0;
     if (leaks && n_leaks) leaks[0] = 0;
+    /* Results with history hold what their backward needs: those are not stale copies. */
+    tide_tensor ** saved = NULL;
+    int64_t        n_saved = 0;
+    if (!g->had_backward && g->n_outputs > 0) {
+        tide_tensor ** roots = malloc((size_t)g->n_outputs * sizeof *roots);
+        for (int32_t i = 0; roots && i < g->n_outputs; i++) roots[i] = g->values[g->outputs[i]].t;
+        n_saved = roots ? tide_autograd_saved(roots, g->n_outputs, NULL, 0) : 0;
+        saved   = n_saved ? malloc((size_t)n_saved * sizeof *saved) : NULL;
+        n_saved = saved ? tide_autograd_saved(roots, g->n_outputs, saved, n_saved) : 0;
+        free(roots);
+    }
     for (int32_t id = 0; id < g->n_values; id++) {
         tide_gvalue * v = &g->values[id];
         if (v->kind == TIDE_GV_ARG) {   /* replay binds new ones: the graph does not keep these alive */
@@ -297,6 +308,7 @@ tide_status tide_graph_capture_end(tide_graph * g, char * leaks, size_t n_leaks)
         }
         if (v->kind != TIDE_GV_NODE || !v->t) continue;
         bool held = __atomic_load_n(&v->t->refcount, __ATOMIC_ACQUIRE) > 1;
+        for (int64_t k = 0; k < n_saved && held; k++) held = saved[k] != v->t;
         if (held && !kept(g, id) && leaks && used + 1 < n_leaks) {
             const tide_gnode * n = &g->nodes[v->node];
             char shape[128];
@@ -309,6 +321,7 @@ tide_status tide_graph_capture_end(tide_graph * g, char * leaks, size_t n_leaks)
             if (used >= n_leaks) used = n_leaks - 1;
         }
     }
+    free(saved);
     /* What depends only on constants keeps its captured value, for constant folding
      * (tide_graph_optimize decides); every other captured tensor is let go. */
     tide_pass_mark_constants(g);
