@@ -73,7 +73,10 @@ static _Thread_local bool on_worker;            /* an engine worker: never throt
 static atomic_int      busy;                    /* workers running a task */
 static int32_t         sync_mode = -1;          /* -1: not read from the environment yet */
 static pthread_t       owner;                   /* the first thread that pushed */
-static bool            has_owner, many_threads; /* many: inline tasks must be registered too */
+/* 0: nobody pushed yet; 1: only `owner` has (it may run a task inline without
+ * the lock when its storages have no pending ops); 2: several threads have
+ * (inline tasks must be registered too). Moves forward under lock. */
+static atomic_int      owners;
 static tide_status     first_error;             /* the first async failure not yet reported */
 static char            first_error_msg[1024];
 static int32_t         next_id = 1;
@@ -298,7 +301,7 @@ static void grant(tide_storage * s) {
 static void enqueue_dep(dep * d) {
     tide_storage * s = d->s;
     d->next = NULL;
-    if (s->q_tail) s->q_tail->next = d; else s->q_head = d;
+    if (s->q_tail) s->q_tail->next = d; else __atomic_store_n(&s->q_head, d, __ATOMIC_RELEASE);
     s->q_tail = d;
 }
 
@@ -307,7 +310,7 @@ static void remove_dep(dep * d) {
     dep * prev = NULL;
     for (dep * x = s->q_head; x; prev = x, x = x->next) {
         if (x != d) continue;
-        if (prev) prev->next = x->next; else s->q_head = x->next;
+        if (prev) prev->next = x->next; else __atomic_store_n(&s->q_head, x->next, __ATOMIC_RELEASE);
         if (s->q_tail == x) s->q_tail = prev;
         break;
     }
@@ -444,18 +447,29 @@ static tide_status push(const tide_engine_task * task, tide_storage ** r, int32_
         }
     }
 
-    pthread_mutex_lock(&lock);
-    if (!has_owner) {
-        owner     = pthread_self();
-        has_owner = true;
-    } else if (!many_threads && !pthread_equal(owner, pthread_self())) {
-        many_threads = true;
+    int32_t qi = queue_of(dev);
+    /* The owner's small task on storages with no pending op runs here at once:
+     * only the owner adds ops, so none can appear (an op that finished released
+     * its storages before their queues emptied: acquire). */
+    if (task->cost < INLINE_COST && qi == 0 && atomic_load_explicit(&owners, memory_order_acquire) == 1 &&
+        pthread_equal(owner, pthread_self())) {
+        bool idle = true;
+        for (int32_t i = 0; i < nr && idle; i++) idle = __atomic_load_n(&r[i]->q_head, __ATOMIC_ACQUIRE) == NULL;
+        for (int32_t i = 0; i < nw && idle; i++) idle = __atomic_load_n(&w[i]->q_head, __ATOMIC_ACQUIRE) == NULL;
+        if (idle) return execute(task, 0, -1, r, nr, w, nw);
     }
+    pthread_mutex_lock(&lock);
+    if (atomic_load_explicit(&owners, memory_order_relaxed) == 0) {
+        owner = pthread_self();
+        atomic_store_explicit(&owners, 1, memory_order_release);
+    } else if (atomic_load_explicit(&owners, memory_order_relaxed) == 1 && !pthread_equal(owner, pthread_self())) {
+        atomic_store_explicit(&owners, 2, memory_order_relaxed);
+    }
+    bool many_threads = atomic_load_explicit(&owners, memory_order_relaxed) == 2;
     bool sync = is_sync();
     bool free_now = true;
     for (int32_t i = 0; i < nr && free_now; i++) free_now = storage_free(r[i], false);
     for (int32_t i = 0; i < nw && free_now; i++) free_now = storage_free(w[i], true);
-    int32_t qi = queue_of(dev);
     if (free_now && (sync || (task->cost < INLINE_COST && qi == 0))) {   /* "cpu" only: cpu:N run serially */
         /* Nothing pending conflicts: run it here. When other threads push too, the
          * op holds its place in the queues while it runs, so theirs wait for it. */
