@@ -321,9 +321,14 @@ int32_t     tide_op_is_differentiable(int32_t op);
  * existed before the capture and are not arguments are bound by reference:
  * a replay reads and writes those same tensors (model parameters, optimizer
  * state). Reading a value during capture (tide_tensor_get, _to_doubles,
- * _data) fails, and so does the capture. Replay issues the recorded ops
- * through tide_op_call, with the grad mode each had, so the engine runs them
- * asynchronously like any op. A graph is used by one thread at a time.
+ * _data) fails, and so does the capture. The first replay plans the graph:
+ * one arena for its intermediates, each op checked and resolved once; every
+ * replay is then one engine task (asynchronous like any op) that runs the ops'
+ * kernels wave by wave, independent small ones at once. Graphs whose results
+ * need autograd history, that span devices, or calls on non-contiguous
+ * arguments or ones sharing memory with bound tensors, replay op by op through
+ * tide_op_call instead, with the grad mode each op had; tide_graph_describe
+ * says which. A graph is used by one thread at a time.
  */
 typedef struct tide_graph tide_graph;
 
@@ -343,8 +348,10 @@ tide_status  tide_graph_set_origin(tide_graph * g, const char * where);
  * still holds, other than outputs and gradients: a replay will not update them. */
 tide_status  tide_graph_capture_end(tide_graph * g, char * leaks, size_t n);
 /* Replays g on n_args tensors (shapes, dtypes and devices as captured);
- * outputs[0 .. tide_graph_num_outputs) receive new references (+1).
- * Asynchronous like the ops it issues. */
+ * outputs[0 .. tide_graph_num_outputs) receive new references (+1), new
+ * tensors at each replay (or the arguments and bound tensors returned as such).
+ * Asynchronous; waits for the replay before the last, so that a loop of
+ * replays keeps at most two in flight. */
 tide_status  tide_graph_replay(tide_graph * g, tide_tensor * const * args, int32_t n_args, tide_tensor ** outputs);
 void         tide_graph_release(tide_graph * g);
 int32_t      tide_graph_num_nodes(const tide_graph * g);
@@ -374,7 +381,8 @@ tide_status  tide_graph_memory(tide_graph * g, int64_t * peak_bytes, char * larg
 tide_tensor * const * tide_graph_written(tide_graph * g, int32_t * n, const char ** origins, int32_t max);
 /* The graph in Graphviz's DOT language. Owned by g, until the next call on it. */
 const char * tide_graph_dot(tide_graph * g);
-/* A text listing of the graph: its inputs, one node a line, its outputs. Owned by g. */
+/* A text listing of the graph: its inputs, one node a line, its outputs, and how
+ * it replays (steps, waves, arena bytes; or why op by op). Owned by g. */
 const char * tide_graph_describe(tide_graph * g);
 
 /* -- engine, threads, generator ---------------------------------------- */
