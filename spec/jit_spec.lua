@@ -315,13 +315,14 @@ describe("jit.compile", function()
     local _ = a1
   end)
 
-  it("check mode runs eager and compiled side by side and reports where they part", function()
+  it("check mode runs eager and compiled side by side and names the op that reads a changed Lua number", function()
     local scale = 2
     local w = tide.ones(3)
     local f = tide.jit.compile(function(x)
       w:mul_(scale)              -- a number read from an upvalue: a constant of the graph
       return x * w
     end, { warmup = 0, check = true })
+    local line = debug.getinfo(1, "l").currentline - 3
     f(tide.ones(3))              -- captured: w = 2
     H.close(f(tide.ones(3)), { 4, 4, 4 })   -- replayed and checked: agree
     assert.are.equal("", f:explain():match("check:.*") or "")
@@ -329,7 +330,9 @@ describe("jit.compile", function()
     local r = f(tide.ones(3))
     H.close(r, { 12, 12, 12 })   -- the eager result stands
     H.close(w, { 12, 12, 12 })
-    assert.matches("check: result 1 differs from the eager run by 4", f:explain())
+    assert.are.equal("check: op `mul_` at spec/jit_spec.lua:" .. line .. " reads a Lua number that has changed since "
+      .. "capture (a constant of the graph: 2 then, 3 now); result 1 differs from the eager run by 4",
+      f:explain():match("check:[^\n]*"))
     -- a correct training step checks clean
     local m = nn.Linear(4, 2)
     local opt = tide.optim.SGD(m:parameters(), { lr = 0.1, momentum = 0.9 })
@@ -340,6 +343,78 @@ describe("jit.compile", function()
     end, { check = true })
     for _ = 1, 5 do step(tide.randn(3, 4)) end
     assert.is_nil(step:explain():match("check:"))
+  end)
+
+  it("check mode names the op inside a fused chain whose Lua number changed, and another path taken", function()
+    local scale, hi, branch = 2, 10, true
+    local f = tide.jit.compile(function(x)
+      local y = (x * 3):exp()
+      y = y * scale              -- a number in a fused chain: an input of the fused kernel
+      y = y:clamp(0, hi)         -- a number among an op's parameters
+      if branch then return (y:tanh()) end   -- (): not a tail call, so the op knows its line
+      return (y:sigmoid())
+    end, { warmup = 0, check = true })
+    local line = debug.getinfo(1, "l").currentline - 6
+    local x = tide.rand(4, 5)
+    f(x)
+    assert.are.equal(1, f:stats().graphs[1].nodes)   -- mul exp mul clamp tanh, fused
+    f(x)
+    assert.is_nil(f:explain():match("check:"))
+    scale = 3
+    f(x)
+    assert.matches("check: op `mul` at spec/jit_spec.lua:" .. line + 1 .. " reads a Lua number that has changed "
+      .. "since capture %(a constant of the graph: 2 then, 3 now%); result 1 differs from the eager run by",
+      f:explain())
+    scale, hi = 2, 1
+    f(x)
+    assert.matches("check: op `clamp` at spec/jit_spec.lua:" .. line + 2 .. " %(one of the fused ops `mul exp mul "
+      .. "clamp tanh` ending at spec/jit_spec.lua:" .. line + 3 .. ", which make value %%%d+, float32 %[4,5%]%) differs from the "
+      .. "eager run by [%d.e-]+; its inputs agree; its number parameter 2 was 10 at capture and is 1 now %(a Lua "
+      .. "number or option it was given has changed since capture%)", f:explain())
+    hi, branch = 10, false
+    f(x)
+    assert.matches("check: the eager run took another path at its op 5, op `sigmoid` at spec/jit_spec.lua:"
+      .. line + 4 .. ", where the capture had `tanh`", f:explain())
+  end)
+
+  it("check mode leaves the eager run's results, writes and draws, and holds nothing afterwards", function()
+    local function build()
+      tide.manual_seed(3)
+      local m = nn.Sequential(nn.Linear(6, 8), nn.Dropout(0.5), nn.ReLU(), nn.Linear(8, 2))
+      return m, tide.optim.Adam(m:parameters(), { lr = 1e-2 })
+    end
+    local data = batches(8, { 4, 6 }, 2)
+    local function run(opts)
+      local m, opt = build()
+      local step = function(x, y)
+        local loss = F.cross_entropy(m(x), y)
+        opt:zero_grad(); loss:backward(); opt:step()
+        return loss
+      end
+      if opts then step = tide.jit.compile(step, opts) end
+      local losses = {}
+      for i, d in ipairs(data) do losses[i] = step(d[1], d[2]):item() end
+      return losses, m:parameters()[1]:clone(), step
+    end
+    local l1, p1 = run(nil)
+    local l2, p2, step = run({ check = true })
+    assert.are.same(l1, l2)
+    assert.are.equal(0, (p1 - p2):abs():max():item())
+    assert.is_nil(step:explain():match("check:"))
+    assert.are.equal(6, step:stats().replays)
+    -- what a check holds goes with it
+    local _, _, again = run({ check = true })
+    local x, y = data[1][1], data[1][2]
+    again(x, y)
+    local Bn = require "bindings.ffi"
+    tide.sync()
+    Bn.collect()
+    local before, bytes = #Bn.live_tensors(), tide.memory_stats().in_use
+    for _ = 1, 5 do again(x, y) end
+    tide.sync()
+    Bn.collect()
+    assert.are.equal(before, #Bn.live_tensors())
+    assert.are.equal(bytes, tide.memory_stats().in_use)
   end)
 
   it("rejects bad arguments", function()

@@ -32,9 +32,15 @@
 -- - A tensor made during capture that Lua still holds afterwards without
 --   returning it is reported (with the line that made it): replay makes a new
 --   one and the held one goes stale.
--- - `{check = true}` runs each replay and the eager function side by side and
---   reports the first result or written tensor that differs (for instance
---   when the function reads a Lua number that has changed since capture).
+-- - `{check = true}` runs the eager function on each call while the graph
+--   replays beside it, op by op (on copies of what it writes in place, with a
+--   generator of its own), and reports the first op whose results differ while
+--   its inputs agree, with the line that made it: an op that reads a Lua number
+--   that has changed since capture, one whose parameters changed, the step of a
+--   fused chain, or where the Lua code took another path; then the first result
+--   or written tensor that differs. The eager results and writes stand. A check
+--   is slow (every op waits for both results) and holds what both runs make
+--   until the call ends.
 -- - The function returns tensors (or nil), as several values or in a flat table.
 local B = require "bindings.ffi"
 local T = require "tide.tensor"
@@ -204,10 +210,10 @@ end
 local arg_buf = ffi.new("tide_tensor *[?]", 64)
 local out_buf = ffi.new("tide_tensor *[?]", 256)
 
-local function replay(entry, args, n, statics)
-  local g = entry.graph
-  local na = 0
-  local keep = {}
+-- Puts the graph's tensor arguments in arg_buf (numbers as 0-d tensors, kept
+-- alive in the returned table); returns their count and that table.
+local function bind_args(args, n, statics)
+  local na, keep = 0, {}
   for i = 1, n do
     local x = args[i]
     if is_tensor(x) then
@@ -218,11 +224,16 @@ local function replay(entry, args, n, statics)
       arg_buf[na] = t; na = na + 1
     end
   end
-  if C.tide_graph_replay(g, arg_buf, na, out_buf) ~= 0 then raise() end
+  return na, keep
+end
+
+-- What fn returned, rebuilt by the plan from the graph's outputs in out_buf
+-- (NULL ones become nil).
+local function results(entry)
   local outs = {}
-  for i = 0, C.tide_graph_num_outputs(g) - 1 do
+  for i = 0, C.tide_graph_num_outputs(entry.graph) - 1 do
     local t = out_buf[i]
-    outs[i] = wrap(t, tonumber(t.nelem) * tonumber(C.tide_dtype_size(t.dtype_id)))
+    if t ~= nil then outs[i] = wrap(t, tonumber(t.nelem) * tonumber(C.tide_dtype_size(t.dtype_id))) end
   end
   local plan = entry.plan
   local r = {}
@@ -235,14 +246,21 @@ local function replay(entry, args, n, statics)
       r[i] = tbl
     end
   end
-  return unpack(r, 1, plan.n)
+  return r
+end
+
+local function replay(entry, args, n, statics)
+  local na, keep = bind_args(args, n, statics)
+  if C.tide_graph_replay(entry.graph, arg_buf, na, out_buf) ~= 0 then raise() end
+  local _ = keep
+  return unpack(results(entry), 1, entry.plan.n)
 end
 
 -- -- check mode -------------------------------------------------------------------------
 
-local rng_seed, rng_off = ffi.new("uint64_t[1]"), ffi.new("uint64_t[1]")
 local n_written = ffi.new("int32_t[1]")
 local origins = ffi.new("const char *[?]", 256)
+local report_buf = ffi.new("char[?]", 2048)
 
 -- The largest difference between two tensors (math.huge when the shapes differ).
 local function max_diff(a, b)
@@ -254,56 +272,60 @@ local function max_diff(a, b)
   return (a:double() - b:double()):abs():max():item()
 end
 
--- Runs the graph and the eager function from the same state (the tensors the
--- graph writes, and the generator, are put back in between) and compares what
--- each returned and left in those tensors. The eager run's results stand.
+-- A borrowed tensor pointer as a Lua tensor of its own.
+local function borrowed(p)
+  C.tide_tensor_retain(p)
+  return wrap(p, 0)
+end
+
+-- Runs the eager function while the graph replays beside it, op by op, on
+-- copies of what it writes (tide_graph_check_begin), and reports the first op
+-- that differs, then the first result or written tensor that differs. The
+-- eager run's results and writes stand.
 local function check_call(self, entry, args, n)
-  local autograd = require "tide.autograd"
+  if T.is_capturing() then return replay(entry, args, n, self.statics) end   -- inside another capture
   local g = entry.graph
-  local w = C.tide_graph_written(g, n_written, origins, 256)
-  local written, where = {}, {}
-  for i = 0, n_written[0] - 1 do
-    C.tide_tensor_retain(w[i])
-    written[i + 1] = wrap(w[i], 0)
-    where[i + 1] = i < 256 and ffi.string(origins[i]) or "?"
+  local na, keep = bind_args(args, n, self.statics)
+  local c = C.tide_graph_check_begin(g, arg_buf, na, self.check_tolerance)
+  if c == nil then raise() end
+  c = ffi.gc(c, C.tide_graph_release)
+  T.set_capturing(c)
+  local eager = { pcall(self.fn, unpack(args, 1, n)) }
+  T.set_capturing(nil)
+  B.check(C.tide_graph_check_end(c, out_buf, report_buf, 2048))
+  local _ = keep
+  local compiled = results(entry)
+  if not eager[1] then
+    C.tide_graph_release(ffi.gc(c, nil))
+    error(eager[2], 0)
   end
-  C.tide_rng_get_state(rng_seed, rng_off)
-  local seed, off = rng_seed[0], rng_off[0]
-  local before = autograd.no_grad(function()
-    local r = {}
-    for i, t in ipairs(written) do r[i] = t:clone() end
-    return r
-  end)
-  local compiled = { replay(entry, args, n, self.statics) }
-  local after = autograd.no_grad(function()
-    local r = {}
-    for i, t in ipairs(written) do r[i] = t:clone(); t:copy_(before[i]) end
-    return r
-  end)
-  C.tide_rng_set_state(seed, off)
-  local eager = { self.fn(unpack(args, 1, n)) }
+  local report = ffi.string(report_buf)
+  local summary
   local tol = self.check_tolerance
-  local report
-  for i = 1, math.max(#compiled, #eager) do
-    local d = max_diff(compiled[i], eager[i])
+  for i = 1, math.max(entry.plan.n, table.maxn(eager) - 1) do
+    local d = max_diff(compiled[i], eager[i + 1])
     if d > tol then
-      report = string.format("result %d differs from the eager run by %.3g", i, d)
+      summary = string.format("result %d differs from the eager run by %.3g", i, d)
       break
     end
   end
-  for i, t in ipairs(written) do
-    if report then break end
-    local d = max_diff(after[i], t)
+  local w = C.tide_graph_written(g, n_written, origins, 256)
+  for i = 0, n_written[0] - 1 do
+    if summary then break end
+    local live = borrowed(w[i])
+    local d = max_diff(borrowed(C.tide_graph_check_copy(c, w[i])), live)
     if d > tol then
-      report = string.format("the %s %s tensor written in place (last at %s) differs from the eager run by %.3g",
-        T.methods.dtype(t), "[" .. table.concat(T.methods.shape(t), ",") .. "]", where[i], d)
+      summary = string.format("the %s [%s] tensor written in place (last at %s) differs from the eager run by %.3g",
+        T.methods.dtype(live), table.concat(T.methods.shape(live), ","), i < 256 and ffi.string(origins[i]) or "?", d)
     end
   end
-  if report then
+  C.tide_graph_release(ffi.gc(c, nil))
+  if summary then report = report == "" and summary or report .. "; " .. summary end
+  if report ~= "" then
     self.check_reports[#self.check_reports + 1] = report
     io.stderr:write("tide.jit check: " .. self.where .. ": " .. report .. "\n")
   end
-  return unpack(eager, 1, table.maxn(eager))
+  return unpack(eager, 2, table.maxn(eager))
 end
 
 -- -- the compiled function --------------------------------------------------------------
@@ -415,9 +437,10 @@ end
 -- calls per signature before capturing), max_cache = 8 (signatures kept),
 -- log = false (print why each capture happened; also TIDE_JIT_LOG=1), passes =
 -- {dce, cse, fuse, fold, simplify = true} (set one false to switch that pass off),
--- check = false (true, or {tolerance = 1e-5}: every replay also runs the Lua
--- function from the same state and reports, in :explain() and on stderr, the
--- first result or written tensor that differs; the eager results stand).
+-- check = false (true, or {tolerance = 1e-5}, the largest absolute difference
+-- taken as equal: every call runs the Lua function with the graph replaying
+-- beside it and reports, in :explain() and on stderr, the first op that differs
+-- and the first result or written tensor that does; the eager results stand).
 -- @usage local step = tide.jit.compile(train_step); step(x, y)
 function M.compile(fn, opts)
   if type(fn) ~= "function" then fail("jit.compile: argument 1 must be a function, got " .. type(fn)) end
