@@ -417,6 +417,81 @@ describe("jit.compile", function()
     assert.are.equal(bytes, tide.memory_stats().in_use)
   end)
 
+  it("recaptures when a captured tensor is another one: model:to(dtype), model:to(device), a new parameter", function()
+    local m = nn.Sequential(nn.Linear(3, 2))
+    local f = tide.jit.compile(function(x)
+      return tide.no_grad(function() return m(x:to(m[1].weight:device())) end)
+    end)
+    local x = tide.randn(4, 3)
+    for _ = 1, 20 do f(x) end
+    assert.are.equal(1, f:stats().captures)                   -- an unchanged model: no recapture
+    assert.are.equal(18, f:stats().replays)
+    m:to("float64")
+    local y = f(x)                                           -- recaptured (an eager warm-up call first)
+    assert.are.equal("float64", y:dtype())
+    H.close(y, m(x), 1e-12, 1e-12)
+    for _ = 1, 3 do assert.are.equal("float64", f(x):dtype()) end
+    assert.are.equal(2, f:stats().captures)
+    assert.are.equal("capture 2: captured tensor upvalue m -> [1] -> weight is a different tensor (float64 [2,3] "
+      .. "instead of float32 [2,3]): recaptured", f:explain():match("capture 2:[^\n]*"))
+    m:to("cpu:1")
+    for _ = 1, 3 do y = f(x) end
+    assert.are.equal("cpu:1", y:device())
+    assert.matches("capture 3: captured tensor upvalue m %-> %[1%] %-> weight is a different tensor %(float64 %[2,3%] "
+      .. "on cpu:1 instead of float64 %[2,3%] on cpu%): recaptured", f:explain())
+    m:to("cpu")
+    for _ = 1, 3 do y = f(x) end
+    assert.matches("capture 4: captured tensor upvalue m %-> %[1%] %-> weight is a different tensor %(float64 %[2,3%] "
+      .. "on cpu instead of float64 %[2,3%] on cpu:1%): recaptured", f:explain())
+    m[1].weight = tide.zeros(2, 3, { dtype = "float64" })   -- a new parameter
+    for _ = 1, 3 do y = f(x) end
+    H.close(y, m[1].bias:expand(4, 2), 0, 0)
+    assert.matches("capture 5: captured tensor upvalue m %-> %[1%] %-> weight is a different tensor %(float64 %[2,3%] "
+      .. "instead of float64 %[2,3%]%): recaptured", f:explain())
+    assert.are.equal(5, f:stats().captures)
+    assert.is_nil(f:explain():match("warning"))
+  end)
+
+  it("recaptures, after a warm-up step, when the optimizer whose state it captured is replaced", function()
+    local function build() local m = nn.Linear(4, 3); return m, tide.optim.Adam(m:parameters(), { lr = 1e-2 }) end
+    local data = batches(12, { 5, 4 }, 3)
+    local function run(compiled, log)
+      tide.manual_seed(5)
+      local m, opt = build()
+      local step = function(x, y)
+        local loss = F.cross_entropy(m(x), y)
+        opt:zero_grad(); loss:backward(); opt:step()
+        return loss
+      end
+      local f = compiled and tide.jit.compile(step, { log = log }) or step
+      local losses = {}
+      for i, d in ipairs(data) do
+        if i == 6 then opt = tide.optim.Adam(m:parameters(), { lr = 1e-2 }) end   -- fresh state
+        losses[i] = f(d[1], d[2]):item()
+      end
+      return losses, f
+    end
+    local l1 = run(false)
+    local l2, f = run(true)
+    assert.are.same(l1, l2)
+    assert.are.equal(2, f:stats().captures)
+    assert.are.equal(8, f:stats().replays)   -- calls 1 and 6 warm up, 2 and 7 capture
+    assert.are.equal("capture 2: captured tensor upvalue opt -> _hy -> [upvalue opt -> param_groups -> [1]] -> dev -> "
+      .. "cpu -> beta1 is no longer there (the path leads to nil): recaptured", f:explain():match("capture 2:[^\n]*"))
+  end)
+
+  it("lists the captured tensors that no path from the function's upvalues reaches", function()
+    local Class = { scale = tide.full({ 3 }, 2) }          -- read through a metatable: not followed
+    local obj = setmetatable({}, { __index = Class })
+    local w = tide.ones(3)
+    local f = tide.jit.compile(function(x) return x * w * obj.scale end, { warmup = 0 })
+    local line = debug.getinfo(1, "l").currentline - 1
+    for _ = 1, 3 do H.close(f(tide.ones(3)), { 2, 2, 2 }) end
+    assert.are.equal("unchecked: capture 1 binds 1 tensor that no path from the function's upvalues reaches, so "
+      .. "replacing it will not recapture: float32 [3] read at spec/jit_spec.lua:" .. line,
+      f:explain():match("unchecked:[^\n]*"))
+  end)
+
   it("rejects bad arguments", function()
     assert.has_error(function() tide.jit.compile(3) end, "jit.compile: argument 1 must be a function, got number")
     assert.has_error(function() tide.jit.compile(print, { bogus = 1 }) end, "jit.compile: unknown option 'bogus'")

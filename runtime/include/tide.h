@@ -375,10 +375,12 @@ tide_tensor * const * tide_graph_written(tide_graph * g, int32_t * n, const char
 const char * tide_graph_dot(tide_graph * g);
 /* A text listing of the graph: its inputs, one node a line, its outputs. Owned by g. */
 const char * tide_graph_describe(tide_graph * g);
-/* The tensors bound by reference that a replay of g reads or writes: *n receives
- * their count; returns them borrowed, in the order capture met them. Valid until
- * the next call on g or its release. */
-tide_tensor * const * tide_graph_externs(tide_graph * g, int32_t * n);
+/* The tensors bound by reference that a replay of g reads, writes or returns:
+ * *n receives their count; returns them borrowed, in the order capture met
+ * them, with origins[i] the line of the first node reading each ("" if none;
+ * NULL origins: none written). Valid until the graph is released; NULL when out
+ * of memory. */
+tide_tensor * const * tide_graph_externs(tide_graph * g, int32_t * n, const char ** origins, int32_t max);
 
 /* Checking a graph against the code it was captured from. check_begin starts
  * recording this thread's ops as a capture does (reading values is allowed),

@@ -797,24 +797,29 @@ tide_tensor * const * tide_graph_written(tide_graph * g, int32_t * n, const char
     return g->written;
 }
 
-tide_tensor * const * tide_graph_externs(tide_graph * g, int32_t * n) {
+tide_tensor * const * tide_graph_externs(tide_graph * g, int32_t * n, const char ** origins, int32_t max) {
     *n = 0;
     free(g->externs);
     g->externs = malloc((size_t)(g->n_values > 0 ? g->n_values : 1) * sizeof *g->externs);
-    bool * used = calloc((size_t)(g->n_values > 0 ? g->n_values : 1), sizeof *used);
-    if (!g->externs || !used) {
-        free(used);
+    int32_t * reader = malloc((size_t)(g->n_values > 0 ? g->n_values : 1) * sizeof *reader);
+    if (!g->externs || !reader) {
+        free(reader);
         tide_error_set(TIDE_E_OOM, "jit: out of memory");
         return NULL;
     }
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        for (int32_t k = 0; k < g->nodes[i].n_in; k++) used[g->nodes[i].in[k]] = true;
-        if (g->nodes[i].into >= 0) used[g->nodes[i].into] = true;
+    for (int32_t id = 0; id < g->n_values; id++) reader[id] = -2;   /* -2: unused, -1: only an output */
+    for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
+        for (int32_t k = 0; k < g->nodes[i].n_in; k++) reader[g->nodes[i].in[k]] = i;
+        if (g->nodes[i].into >= 0) reader[g->nodes[i].into] = i;
     }
-    for (int32_t i = 0; i < g->n_outputs; i++) used[g->outputs[i]] = true;
-    for (int32_t id = 0; id < g->n_values; id++)
-        if (used[id] && g->values[id].kind == TIDE_GV_EXTERN) g->externs[(*n)++] = g->values[id].t;
-    free(used);
+    for (int32_t i = 0; i < g->n_outputs; i++)
+        if (reader[g->outputs[i]] == -2) reader[g->outputs[i]] = -1;
+    for (int32_t id = 0; id < g->n_values; id++) {
+        if (reader[id] == -2 || g->values[id].kind != TIDE_GV_EXTERN) continue;
+        if (origins && *n < max) origins[*n] = reader[id] >= 0 ? g->nodes[reader[id]].origin : "";
+        g->externs[(*n)++] = g->values[id].t;
+    }
+    free(reader);
     return g->externs;
 }
 
