@@ -316,10 +316,9 @@ local function find_paths(fn, args, statics, want, n_want)
     queue[#queue + 1] = node
     if node_of[v] == nil then node_of[v] = node end
   end
-  for i = 1, math.huge do
+  for i = 1, debug.getinfo(fn, "u").nups do
     local name, v = debug.getupvalue(fn, i)
-    if name == nil then break end
-    push(v, nil, ROOT, upvalue_getter(fn, i), "upvalue " .. name)
+    if debug.getinfo(fn, "S").what ~= "C" then push(v, nil, ROOT, upvalue_getter(fn, i), "upvalue " .. name) end
   end
   for i, on in pairs(statics) do
     if on and type(args[i]) == "table" then push(args[i], nil, ROOT, function(a) return a[i] end, "argument " .. i) end
@@ -442,9 +441,9 @@ local function checker(paths)
   return chunk(keys, ends, same_tensor, upvalue_of, is_tensor, rawget, rawequal, type)
 end
 
--- Finds the paths to entry's externs; the ones no path reaches are listed.
-local function bind_identity(self, entry, args)
-  local ext = C.tide_graph_externs(entry.graph, n_ext, ext_buf, 1024)
+-- Finds the paths to the externs of entry's graph g; the ones no path reaches are listed.
+local function bind_identity(self, entry, g, args)
+  local ext = C.tide_graph_externs(g, n_ext, ext_buf, 1024)
   if ext == nil then raise() end
   local want, n = {}, n_ext[0]
   for i = 0, n - 1 do want[tonumber(ffi.cast("uintptr_t", ext[i]))] = i + 1 end
@@ -635,8 +634,8 @@ function Compiled.__call(self, ...)
     return self.fn(...)
   end
   local g, plan, results, nres = capture(self, args, n, self.statics)
+  bind_identity(self, entry, g, args)
   entry.graph, entry.plan = g, plan
-  bind_identity(self, entry, args)
   self.captures = self.captures + 1
   return unpack(results, 1, nres)
 end
