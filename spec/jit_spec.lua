@@ -377,6 +377,18 @@ describe("jit.compile", function()
       .. line + 4 .. ", where the capture had `tanh`", f:explain())
   end)
 
+  it("check mode names the op that reads a tensor made from Lua data that has changed since capture", function()
+    local weights = { 1, 2, 3 }
+    local f = tide.jit.compile(function(x) return (x:matmul(tide.tensor(weights))) end, { warmup = 0, check = true })
+    local line = debug.getinfo(1, "l").currentline - 1
+    f(tide.ones(2, 3))
+    weights[2] = 5
+    H.close(f(tide.ones(2, 3)), { 9, 9 })
+    assert.are.equal("check: op `matmul` at spec/jit_spec.lua:" .. line .. " reads value %1 (float32 [3], made from "
+      .. "Lua data during capture: a constant of the graph), which differs from the eager run by 3; result 1 "
+      .. "differs from the eager run by 3", f:explain():match("check:[^\n]*"))
+  end)
+
   it("check mode leaves the eager run's results, writes and draws, and holds nothing afterwards", function()
     local function build()
       tide.manual_seed(3)

@@ -30,6 +30,9 @@ struct tide_check {
     int32_t *      by_seq, * first;  /* g's values with a stable id, ordered by seq; first[k]: where seq k starts */
     tide_tensor ** copies;           /* pairs: a tensor g writes in place, and the copy its replay writes (+1) */
     int32_t        n_copies;
+    tide_tensor ** made;             /* per recorded value made from Lua data: its contents then (+1), as an
+                                      * in-place write into it is recorded only once it is written */
+    int32_t        n_made;
     int32_t        next;             /* g's next node to replay */
     int32_t        seen;             /* recorded nodes compared so far */
     uint64_t       seed, offset;     /* the replay's generator */
@@ -64,6 +67,17 @@ static tide_tensor * like_on(tide_storage * s, const tide_tensor * t) {
     memcpy(r->sizes, t->sizes, sizeof r->sizes);
     memcpy(r->strides, t->strides, sizeof r->strides);
     tide_tensor_finish(r);
+    return r;
+}
+
+/* A copy of t's storage, with t's layout; NULL when out of memory. Waits for t. */
+static tide_tensor * copy_of(tide_tensor * t) {
+    if (tide_tensor_wait(t) != TIDE_OK) return NULL;
+    tide_storage * s = tide_storage_new(t->storage->nbytes, t->storage->device);
+    if (!s) return NULL;
+    memcpy(s->data, t->storage->data, t->storage->nbytes);
+    tide_tensor * r = like_on(s, t);
+    tide_storage_release(s);
     return r;
 }
 
@@ -247,11 +261,15 @@ static bool differs(struct tide_check * c, int32_t kind, int32_t at, int32_t id,
     return true;
 }
 
-/* The recorded value of node k that g's value with (seq k, slot) stands for. */
-static tide_tensor * eager_value(const tide_graph * e, int32_t k, int32_t slot) {
+/* The recorded value of node k that g's value with (seq k, slot) stands for, or -1. */
+static int32_t eager_id(const tide_graph * e, int32_t k, int32_t slot) {
     const tide_gnode * n = &e->nodes[k];
-    int32_t id = slot >= 0 ? (slot < n->n_out ? n->out[slot] : -1)
-               : -1 - slot == TIDE_OP_MAX_IN ? n->into : -1 - slot < n->n_in ? n->in[-1 - slot] : -1;
+    return slot >= 0 ? (slot < n->n_out ? n->out[slot] : -1)
+         : -1 - slot == TIDE_OP_MAX_IN ? n->into : -1 - slot < n->n_in ? n->in[-1 - slot] : -1;
+}
+
+static tide_tensor * eager_value(const tide_graph * e, int32_t k, int32_t slot) {
+    int32_t id = eager_id(e, k, slot);
     return id >= 0 ? e->values[id].t : NULL;
 }
 
@@ -380,14 +398,15 @@ static void step(tide_graph * e, struct tide_check * c, int32_t k) {
         c->found = FOUND_PATH, c->at = k;
         return;
     }
-    /* what node k writes in place is already written: its state before is not there to compare */
+    /* What node k writes in place is written already: its state before is what a value
+     * made from Lua data was made with, and for one bound by reference, the copy's. */
     const tide_tensor * written = e->nodes[k].into >= 0 ? e->values[e->nodes[k].into].t : NULL;
     for (int32_t j = c->first[k]; j < c->first[k + 1]; j++) {
         int32_t       id    = c->by_seq[j];
-        tide_tensor * eager = g->values[id].slot < 0 ? eager_value(e, k, g->values[id].slot) : NULL;
-        if (eager && !(written && eager->storage == written->storage) &&
-            differs(c, FOUND_INPUT, k, id, c->t[id], eager))
-            return;
+        int32_t       eid   = g->values[id].slot < 0 ? eager_id(e, k, g->values[id].slot) : -1;
+        tide_tensor * eager = eid >= 0 ? e->values[eid].t : NULL;
+        if (eager && written && eager->storage == written->storage) eager = eid < c->n_made ? c->made[eid] : NULL;
+        if (eager && differs(c, FOUND_INPUT, k, id, c->t[id], eager)) return;
     }
     int32_t ran = -1;
     tide_capture = NULL;   /* the replay's ops are not the recorded code's */
@@ -429,6 +448,21 @@ static void step(tide_graph * e, struct tide_check * c, int32_t k) {
         }
     }
     if (ran >= 0) release_inputs(c, ran);
+}
+
+void tide_check_on_const(tide_graph * e, int32_t id) {
+    struct tide_check * c = e->check;
+    if (c->found) return;
+    if (id >= c->n_made) {
+        int32_t         n = 2 * id + 16;
+        tide_tensor ** made = realloc(c->made, (size_t)n * sizeof *made);
+        if (!made) return;   /* then the write is not compared: a check gives up no more than that */
+        memset(made + c->n_made, 0, (size_t)(n - c->n_made) * sizeof *made);
+        c->made = made, c->n_made = n;
+    }
+    tide_capture = NULL;
+    c->made[id] = copy_of(e->values[id].t);
+    tide_capture = e;
 }
 
 void tide_check_on_node(tide_graph * e) {
@@ -561,6 +595,7 @@ void tide_check_free(struct tide_check * c) {
     if (c->t)
         for (int32_t id = 0; id < c->g->n_values; id++) tide_tensor_release(c->t[id]);
     for (int32_t i = 0; i < 2 * c->n_copies; i++) tide_tensor_release(c->copies[i]);
-    free(c->t), free(c->diff), free(c->by_seq), free(c->first), free(c->copies);
+    for (int32_t i = 0; i < c->n_made; i++) tide_tensor_release(c->made[i]);
+    free(c->t), free(c->diff), free(c->by_seq), free(c->first), free(c->copies), free(c->made);
     free(c);
 }

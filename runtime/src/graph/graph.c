@@ -193,7 +193,10 @@ void tide_graph_on_view(tide_tensor * src, tide_tensor * v, int32_t kind, const 
 
 void tide_graph_on_const(tide_tensor * t) {
     tide_graph * g = tide_capture;
-    if (g->error == TIDE_OK && new_value(g, TIDE_GV_CONST, t) < 0) OOM(g);
+    if (g->error != TIDE_OK) return;
+    int32_t id = new_value(g, TIDE_GV_CONST, t);
+    if (id < 0) return OOM(g);
+    if (g->check) tide_check_on_const(g, id);
 }
 
 void tide_graph_on_set_grad(tide_tensor * leaf, tide_tensor * grad) {

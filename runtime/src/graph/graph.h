@@ -114,8 +114,10 @@ TIDE_INTERNAL const char *  tide_graph_node_name(int32_t kind, int32_t op);
  * with the error set), and fused node n pushed to the engine over in -> out. */
 TIDE_INTERNAL tide_tensor * tide_graph_run_view(const tide_graph * g, const tide_gnode * n, tide_tensor * src);
 TIDE_INTERNAL tide_status   tide_graph_run_fused(const tide_gnode * n, tide_tensor * const * in, tide_tensor * out);
-/* check.c: the eager run recorded node(s) up to g->n_nodes; compares them. And its cleanup. */
+/* check.c: the eager run recorded node(s) up to g->n_nodes: compares them; it made
+ * constant value id from Lua data: keeps its contents. And the check's cleanup. */
 TIDE_INTERNAL void          tide_check_on_node(tide_graph * g);
+TIDE_INTERNAL void          tide_check_on_const(tide_graph * g, int32_t id);
 TIDE_INTERNAL void          tide_check_free(struct tide_check * c);
 
 #endif /* TIDE_GRAPH_H */
