@@ -473,10 +473,13 @@ end
 local arg_buf = ffi.new("tide_tensor *[?]", 64)
 local out_buf = ffi.new("tide_tensor *[?]", 256)
 
--- Puts the graph's tensor arguments in arg_buf (numbers as 0-d tensors, kept
--- alive in the returned table); returns their count and that table.
+local held = {}
+
+-- Puts the graph's tensor arguments in arg_buf (numbers as 0-d tensors, which
+-- held.args keeps alive until the next call); returns their count.
 local function bind_args(args, n, statics)
   local na, keep = 0, {}
+  held.args = keep
   for i = 1, n do
     local x = args[i]
     if is_tensor(x) then
@@ -487,7 +490,7 @@ local function bind_args(args, n, statics)
       arg_buf[na] = t; na = na + 1
     end
   end
-  return na, keep
+  return na
 end
 
 -- What fn returned, rebuilt by the plan from the graph's outputs in out_buf
@@ -513,9 +516,8 @@ local function results(entry)
 end
 
 local function replay(entry, args, n, statics)
-  local na, keep = bind_args(args, n, statics)
+  local na = bind_args(args, n, statics)
   if C.tide_graph_replay(entry.graph, arg_buf, na, out_buf) ~= 0 then raise() end
-  local _ = keep
   return unpack(results(entry), 1, entry.plan.n)
 end
 
@@ -548,7 +550,7 @@ end
 local function check_call(self, entry, args, n)
   if T.is_capturing() then return replay(entry, args, n, self.statics) end   -- inside another capture
   local g = entry.graph
-  local na, keep = bind_args(args, n, self.statics)
+  local na = bind_args(args, n, self.statics)
   local c = C.tide_graph_check_begin(g, arg_buf, na, self.check_tolerance)
   if c == nil then raise() end
   c = ffi.gc(c, C.tide_graph_release)
@@ -556,7 +558,6 @@ local function check_call(self, entry, args, n)
   local eager = { pcall(self.fn, unpack(args, 1, n)) }
   T.set_capturing(nil)
   B.check(C.tide_graph_check_end(c, out_buf, report_buf, 2048))
-  local _ = keep
   local compiled = results(entry)
   if not eager[1] then
     C.tide_graph_release(ffi.gc(c, nil))
