@@ -315,13 +315,14 @@ describe("jit.compile", function()
     local _ = a1
   end)
 
-  it("check mode runs eager and compiled side by side and reports where they part", function()
+  it("check mode runs eager and compiled side by side and names the op that reads a changed Lua number", function()
     local scale = 2
     local w = tide.ones(3)
     local f = tide.jit.compile(function(x)
       w:mul_(scale)              -- a number read from an upvalue: a constant of the graph
       return x * w
     end, { warmup = 0, check = true })
+    local line = debug.getinfo(1, "l").currentline - 3
     f(tide.ones(3))              -- captured: w = 2
     H.close(f(tide.ones(3)), { 4, 4, 4 })   -- replayed and checked: agree
     assert.are.equal("", f:explain():match("check:.*") or "")
@@ -329,7 +330,9 @@ describe("jit.compile", function()
     local r = f(tide.ones(3))
     H.close(r, { 12, 12, 12 })   -- the eager result stands
     H.close(w, { 12, 12, 12 })
-    assert.matches("check: result 1 differs from the eager run by 4", f:explain())
+    assert.are.equal("check: op `mul_` at spec/jit_spec.lua:" .. line .. " reads a Lua number that has changed since "
+      .. "capture (a constant of the graph: 2 then, 3 now); result 1 differs from the eager run by 4",
+      f:explain():match("check:[^\n]*"))
     -- a correct training step checks clean
     local m = nn.Linear(4, 2)
     local opt = tide.optim.SGD(m:parameters(), { lr = 0.1, momentum = 0.9 })
@@ -340,6 +343,165 @@ describe("jit.compile", function()
     end, { check = true })
     for _ = 1, 5 do step(tide.randn(3, 4)) end
     assert.is_nil(step:explain():match("check:"))
+  end)
+
+  it("check mode names the op inside a fused chain whose Lua number changed, and another path taken", function()
+    local scale, hi, branch = 2, 10, true
+    local f = tide.jit.compile(function(x)
+      local y = (x * 3):exp()
+      y = y * scale              -- a number in a fused chain: an input of the fused kernel
+      y = y:clamp(0, hi)         -- a number among an op's parameters
+      if branch then return (y:tanh()) end   -- (): not a tail call, so the op knows its line
+      return (y:sigmoid())
+    end, { warmup = 0, check = true })
+    local line = debug.getinfo(1, "l").currentline - 6
+    local x = tide.rand(4, 5)
+    f(x)
+    assert.are.equal(1, f:stats().graphs[1].nodes)   -- mul exp mul clamp tanh, fused
+    f(x)
+    assert.is_nil(f:explain():match("check:"))
+    scale = 3
+    f(x)
+    assert.matches("check: op `mul` at spec/jit_spec.lua:" .. line + 1 .. " reads a Lua number that has changed "
+      .. "since capture %(a constant of the graph: 2 then, 3 now%); result 1 differs from the eager run by",
+      f:explain())
+    scale, hi = 2, 1
+    f(x)
+    assert.matches("check: op `clamp` at spec/jit_spec.lua:" .. line + 2 .. " %(one of the fused ops `mul exp mul "
+      .. "clamp tanh` ending at spec/jit_spec.lua:" .. line + 3 .. ", which make value %%%d+, float32 %[4,5%]%) differs from the "
+      .. "eager run by [%d.e-]+; its inputs agree; its number parameter 2 was 10 at capture and is 1 now %(a Lua "
+      .. "number or option it was given has changed since capture%)", f:explain())
+    hi, branch = 10, false
+    f(x)
+    assert.matches("check: the eager run took another path at its op 5, op `sigmoid` at spec/jit_spec.lua:"
+      .. line + 4 .. ", where the capture had `tanh`", f:explain())
+  end)
+
+  it("check mode names the op that reads a tensor made from Lua data that has changed since capture", function()
+    local weights = { 1, 2, 3 }
+    local f = tide.jit.compile(function(x) return (x:matmul(tide.tensor(weights))) end, { warmup = 0, check = true })
+    local line = debug.getinfo(1, "l").currentline - 1
+    f(tide.ones(2, 3))
+    weights[2] = 5
+    H.close(f(tide.ones(2, 3)), { 9, 9 })
+    assert.are.equal("check: op `matmul` at spec/jit_spec.lua:" .. line .. " reads value %1 (float32 [3], made from "
+      .. "Lua data during capture: a constant of the graph), which differs from the eager run by 3; result 1 "
+      .. "differs from the eager run by 3", f:explain():match("check:[^\n]*"))
+  end)
+
+  it("check mode leaves the eager run's results, writes and draws, and holds nothing afterwards", function()
+    local function build()
+      tide.manual_seed(3)
+      local m = nn.Sequential(nn.Linear(6, 8), nn.Dropout(0.5), nn.ReLU(), nn.Linear(8, 2))
+      return m, tide.optim.Adam(m:parameters(), { lr = 1e-2 })
+    end
+    local data = batches(8, { 4, 6 }, 2)
+    local function run(opts)
+      local m, opt = build()
+      local step = function(x, y)
+        local loss = F.cross_entropy(m(x), y)
+        opt:zero_grad(); loss:backward(); opt:step()
+        return loss
+      end
+      if opts then step = tide.jit.compile(step, opts) end
+      local losses = {}
+      for i, d in ipairs(data) do losses[i] = step(d[1], d[2]):item() end
+      return losses, m:parameters()[1]:clone(), step
+    end
+    local l1, p1 = run(nil)
+    local l2, p2, step = run({ check = true })
+    assert.are.same(l1, l2)
+    assert.are.equal(0, (p1 - p2):abs():max():item())
+    assert.is_nil(step:explain():match("check:"))
+    assert.are.equal(6, step:stats().replays)
+    -- what a check holds goes with it
+    local _, _, again = run({ check = true })
+    local x, y = data[1][1], data[1][2]
+    again(x, y)
+    local Bn = require "bindings.ffi"
+    tide.sync()
+    Bn.collect()
+    local before, bytes = #Bn.live_tensors(), tide.memory_stats().in_use
+    for _ = 1, 5 do again(x, y) end
+    tide.sync()
+    Bn.collect()
+    assert.are.equal(before, #Bn.live_tensors())
+    assert.are.equal(bytes, tide.memory_stats().in_use)
+  end)
+
+  it("recaptures when a captured tensor is another one: model:to(dtype), model:to(device), a new parameter", function()
+    local m = nn.Sequential(nn.Linear(3, 2))
+    local f = tide.jit.compile(function(x)
+      return tide.no_grad(function() return m(x:to(m[1].weight:device())) end)
+    end)
+    local x = tide.randn(4, 3)
+    for _ = 1, 20 do f(x) end
+    assert.are.equal(1, f:stats().captures)                   -- an unchanged model: no recapture
+    assert.are.equal(18, f:stats().replays)
+    m:to("float64")
+    local y = f(x)                                           -- recaptured (an eager warm-up call first)
+    assert.are.equal("float64", y:dtype())
+    H.close(y, m(x), 1e-12, 1e-12)
+    for _ = 1, 3 do assert.are.equal("float64", f(x):dtype()) end
+    assert.are.equal(2, f:stats().captures)
+    assert.are.equal("capture 2: captured tensor upvalue m -> [1] -> weight is a different tensor (float64 [2,3] "
+      .. "instead of float32 [2,3]): recaptured", f:explain():match("capture 2:[^\n]*"))
+    m:to("cpu:1")
+    for _ = 1, 3 do y = f(x) end
+    assert.are.equal("cpu:1", y:device())
+    assert.matches("capture 3: captured tensor upvalue m %-> %[1%] %-> weight is a different tensor %(float64 %[2,3%] "
+      .. "on cpu:1 instead of float64 %[2,3%] on cpu%): recaptured", f:explain())
+    m:to("cpu")
+    for _ = 1, 3 do y = f(x) end
+    assert.matches("capture 4: captured tensor upvalue m %-> %[1%] %-> weight is a different tensor %(float64 %[2,3%] "
+      .. "on cpu instead of float64 %[2,3%] on cpu:1%): recaptured", f:explain())
+    m[1].weight = tide.zeros(2, 3, { dtype = "float64" })   -- a new parameter
+    for _ = 1, 3 do y = f(x) end
+    H.close(y, m[1].bias:expand(4, 2), 0, 0)
+    assert.matches("capture 5: captured tensor upvalue m %-> %[1%] %-> weight is a different tensor %(float64 %[2,3%] "
+      .. "instead of float64 %[2,3%]%): recaptured", f:explain())
+    assert.are.equal(5, f:stats().captures)
+    assert.is_nil(f:explain():match("warning"))
+  end)
+
+  it("recaptures, after a warm-up step, when the optimizer whose state it captured is replaced", function()
+    local function build() local m = nn.Linear(4, 3); return m, tide.optim.Adam(m:parameters(), { lr = 1e-2 }) end
+    local data = batches(12, { 5, 4 }, 3)
+    local function run(compiled, log)
+      tide.manual_seed(5)
+      local m, opt = build()
+      local step = function(x, y)
+        local loss = F.cross_entropy(m(x), y)
+        opt:zero_grad(); loss:backward(); opt:step()
+        return loss
+      end
+      local f = compiled and tide.jit.compile(step, { log = log }) or step
+      local losses = {}
+      for i, d in ipairs(data) do
+        if i == 6 then opt = tide.optim.Adam(m:parameters(), { lr = 1e-2 }) end   -- fresh state
+        losses[i] = f(d[1], d[2]):item()
+      end
+      return losses, f
+    end
+    local l1 = run(false)
+    local l2, f = run(true)
+    assert.are.same(l1, l2)
+    assert.are.equal(2, f:stats().captures)
+    assert.are.equal(8, f:stats().replays)   -- calls 1 and 6 warm up, 2 and 7 capture
+    assert.are.equal("capture 2: captured tensor upvalue opt -> _hy -> [upvalue opt -> param_groups -> [1]] -> dev -> "
+      .. "cpu -> beta1 is no longer there (the path leads to nil): recaptured", f:explain():match("capture 2:[^\n]*"))
+  end)
+
+  it("lists the captured tensors that no path from the function's upvalues reaches", function()
+    local Class = { scale = tide.full({ 3 }, 2) }          -- read through a metatable: not followed
+    local obj = setmetatable({}, { __index = Class })
+    local w = tide.ones(3)
+    local f = tide.jit.compile(function(x) return x * w * obj.scale end, { warmup = 0 })
+    local line = debug.getinfo(1, "l").currentline - 1
+    for _ = 1, 3 do H.close(f(tide.ones(3)), { 2, 2, 2 }) end
+    assert.are.equal("unchecked: capture 1 binds 1 tensor that no path from the function's upvalues reaches, so "
+      .. "replacing it will not recapture: float32 [3] read at spec/jit_spec.lua:" .. line,
+      f:explain():match("unchecked:[^\n]*"))
   end)
 
   it("rejects bad arguments", function()

@@ -79,6 +79,7 @@ local user_location = B.user_location
 -- The graph tide.jit is capturing on this thread, if any: its nodes learn their Lua line.
 local capturing = nil
 function M.set_capturing(g) capturing = g end
+function M.is_capturing() return capturing ~= nil end
 local function run(op, n, p, out)
   if C.tide_op_call(op.id, ins, n, p, outs, out) ~= 0 then raise() end
   local deferred = C.tide_engine_last_deferred()

@@ -384,6 +384,38 @@ const char * tide_graph_dot(tide_graph * g);
 /* A text listing of the graph: its inputs, one node a line, its outputs, and how
  * it replays (steps, waves, arena bytes; or why op by op). Owned by g. */
 const char * tide_graph_describe(tide_graph * g);
+/* The tensors bound by reference that a replay of g reads, writes or returns:
+ * *n receives their count; returns them borrowed, in the order capture met
+ * them, with origins[i] the line of the first node reading each ("" if none;
+ * NULL origins: none written). Valid until the graph is released; NULL when out
+ * of memory. */
+tide_tensor * const * tide_graph_externs(tide_graph * g, int32_t * n, const char ** origins, int32_t max);
+
+/* Checking a graph against the code it was captured from. check_begin starts
+ * recording this thread's ops as a capture does (reading values is allowed),
+ * and as each op is recorded it replays g up to the node that stands for it and
+ * compares what both made, so that the first op whose results differ while its
+ * inputs agree can be named. g replays on args (as tide_graph_replay takes
+ * them), on copies of the tensors it writes in place, and with a generator of
+ * its own that starts from the current state: the recorded code's tensors and
+ * random draws are its own. Values match by the node that made them in capture
+ * order, which the passes keep. tol: the largest absolute difference taken as
+ * equal. Returns the check, owned (release it with tide_graph_release after
+ * check_end), or NULL if this thread is capturing already or on error. g must
+ * outlive it. Synchronous: every comparison waits for both ops; the check holds
+ * every tensor the recorded code makes until it is released. */
+tide_graph * tide_graph_check_begin(tide_graph * g, tide_tensor * const * args, int32_t n_args, double tol);
+/* Ends check c: replays the rest of its graph, returns the replay's results in
+ * outputs[0 .. tide_graph_num_outputs(g)) (+1 each; NULL where the replay
+ * failed) and writes into report (at most n bytes; "" when all agreed) the first
+ * difference: the op whose results differ while its inputs agree, an op that
+ * reads a Lua number or other constant that has changed since capture, or where
+ * the recorded code took another path. Fails only if c is not this thread's
+ * running check. */
+tide_status  tide_graph_check_end(tide_graph * c, tide_tensor ** outputs, char * report, size_t n);
+/* The copy check c's replay wrote in place of t (a tensor bound by reference),
+ * borrowed, valid while c lives; t itself when the replay did not write it. */
+tide_tensor * tide_graph_check_copy(tide_graph * c, tide_tensor * t);
 
 /* -- engine, threads, generator ---------------------------------------- */
 

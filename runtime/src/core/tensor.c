@@ -205,7 +205,7 @@ size_t tide_tensor_nbytes(const tide_tensor * t) { return (size_t)t->nelem * tid
 tide_status tide_tensor_wait(tide_tensor * t) { return tide_engine_wait_storage(t->storage); }
 
 void * tide_tensor_data(tide_tensor * t) {
-    if (TIDE_UNLIKELY(tide_capture != NULL)) return tide_graph_on_read("a data pointer (data_ptr)"), NULL;
+    if (TIDE_UNLIKELY(tide_capture != NULL) && tide_graph_on_read("a data pointer (data_ptr)") != TIDE_OK) return NULL;
     if (tide_tensor_wait(t) != TIDE_OK) return NULL;
     return tide_tensor_ptr(t);
 }
@@ -223,7 +223,7 @@ tide_status tide_tensor_get(tide_tensor * t, int64_t i, double * out) {
     if (i < 0 || i >= t->nelem)
         return tide_error_set(TIDE_E_INDEX, "item: index %lld is out of range for %lld elements",
                               (long long)i, (long long)t->nelem);
-    if (TIDE_UNLIKELY(tide_capture != NULL)) return tide_graph_on_read("item()");
+    if (TIDE_UNLIKELY(tide_capture != NULL)) TIDE_CHECK(tide_graph_on_read("item()"));
     TIDE_CHECK(tide_tensor_wait(t));
     size_t es = tide_dtype_size(t->dtype_id);
     *out = tide_load_double((char *)t->storage->data + element_offset(t, i) * (int64_t)es, t->dtype_id);
@@ -231,7 +231,7 @@ tide_status tide_tensor_get(tide_tensor * t, int64_t i, double * out) {
 }
 
 tide_status tide_tensor_to_doubles(tide_tensor * t, double * out) {
-    if (TIDE_UNLIKELY(tide_capture != NULL)) return tide_graph_on_read("totable() (or printing)");
+    if (TIDE_UNLIKELY(tide_capture != NULL)) TIDE_CHECK(tide_graph_on_read("totable() (or printing)"));
     TIDE_CHECK(tide_tensor_wait(t));
     size_t es = tide_dtype_size(t->dtype_id);
     if (tide_tensor_is_contiguous(t)) {

@@ -78,6 +78,7 @@ static int32_t new_value(tide_graph * g, int32_t kind, tide_tensor * t) {
     v->kind  = kind;
     v->node  = -1;
     v->arg   = -1;
+    v->seq   = -1;
     v->ndim  = t->ndim;
     v->dtype = t->dtype_id;
     v->dev   = t->dev;
@@ -110,6 +111,7 @@ static tide_gnode * new_node(tide_graph * g, int32_t kind, int32_t op) {
     n->grad_on = !tide_grad_off;
     n->into    = -1;
     n->p.dtype = -1;
+    n->seq     = g->n_nodes - 1;
     return n;
 }
 
@@ -131,8 +133,7 @@ static int32_t value_of(tide_graph * g, tide_tensor * t) {
 
 #define OOM(g) fail((g), TIDE_E_OOM, "jit capture: out of memory recording the graph")
 
-void tide_graph_on_op(const tide_opcall * c, tide_tensor * out) {
-    tide_graph * g = tide_capture;
+static void record_op(tide_graph * g, const tide_opcall * c, tide_tensor * out) {
     if (g->error != TIDE_OK) return;
     int32_t ins[TIDE_OP_MAX_IN];
     for (int32_t i = 0; i < c->n_in; i++)
@@ -155,6 +156,12 @@ void tide_graph_on_op(const tide_opcall * c, tide_tensor * out) {
         g->values[id].node = self;
         g->nodes[self].out[i] = id;   /* new_value may not move nodes, but keep one way of writing */
     }
+}
+
+void tide_graph_on_op(const tide_opcall * c, tide_tensor * out) {
+    tide_graph * g = tide_capture;
+    record_op(g, c, out);
+    if (g->check) tide_check_on_node(g);
 }
 
 void tide_graph_on_view(tide_tensor * src, tide_tensor * v, int32_t kind, const int64_t * ints, int32_t n_ints) {
@@ -181,11 +188,15 @@ void tide_graph_on_view(tide_tensor * src, tide_tensor * v, int32_t kind, const 
     g->values[id].node  = self;
     g->nodes[self].n_out = 1;
     g->nodes[self].out[0] = id;
+    if (g->check) tide_check_on_node(g);
 }
 
 void tide_graph_on_const(tide_tensor * t) {
     tide_graph * g = tide_capture;
-    if (g->error == TIDE_OK && new_value(g, TIDE_GV_CONST, t) < 0) OOM(g);
+    if (g->error != TIDE_OK) return;
+    int32_t id = new_value(g, TIDE_GV_CONST, t);
+    if (id < 0) return OOM(g);
+    if (g->check) tide_check_on_const(g, id);
 }
 
 void tide_graph_on_set_grad(tide_tensor * leaf, tide_tensor * grad) {
@@ -198,12 +209,14 @@ void tide_graph_on_set_grad(tide_tensor * leaf, tide_tensor * grad) {
     n->n_in  = grad ? 2 : 1;
     n->in[0] = l;
     n->in[1] = v;
+    if (g->check) tide_check_on_node(g);
 }
 
 void tide_graph_on_backward(void) { tide_capture->had_backward = 1; }
 
 tide_status tide_graph_on_read(const char * what) {
     tide_graph * g = tide_capture;
+    if (g->check) return TIDE_OK;   /* the eager run of a check may read what it likes */
     char msg[512];
     snprintf(msg, sizeof msg, "jit capture: %s reads a tensor's value while the function is being captured, "
              "and a replay could not read it again; compute with tensors instead (tide.where, masks), or pass "
@@ -279,12 +292,36 @@ static bool kept(const tide_graph * g, int32_t id) {
     return false;
 }
 
+int32_t tide_graph_trace_code(const tide_gnode * n) {
+    return n->kind | (n->op + 64) << 3 | (n->into >= 0) << 20 | n->n_in << 21;
+}
+
+/* Gives every value its stable id (seq, slot) and records the trace, before any
+ * pass renumbers the nodes; false when out of memory. */
+static bool number_values(tide_graph * g) {
+    free(g->trace);
+    g->trace   = malloc((size_t)(g->n_nodes > 0 ? g->n_nodes : 1) * sizeof *g->trace);
+    g->n_trace = g->trace ? g->n_nodes : 0;
+    if (!g->trace) return false;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const tide_gnode * n = &g->nodes[i];
+        g->trace[i] = tide_graph_trace_code(n);
+        for (int32_t k = 0; k < n->n_out; k++) g->values[n->out[k]].seq = i, g->values[n->out[k]].slot = k;
+        for (int32_t k = 0; k <= n->n_in; k++) {
+            int32_t id = k < n->n_in ? n->in[k] : n->into;
+            if (id >= 0 && g->values[id].seq < 0) g->values[id].seq = i, g->values[id].slot = -1 - (k < n->n_in ? k : TIDE_OP_MAX_IN);
+        }
+    }
+    return true;
+}
+
 tide_status tide_graph_capture_end(tide_graph * g, char * leaks, size_t n_leaks) {
     if (tide_capture != g) return tide_error_set(TIDE_E_VALUE, "jit capture: this thread is not capturing that graph");
     tide_capture = NULL;
     g->capturing = 0;
     tide_status st = tide_sync();   /* the engine lets go of what it held for the captured ops */
     if (g->error != TIDE_OK) st = g->error;
+    if (st == TIDE_OK && !number_values(g)) fail(g, st = TIDE_E_OOM, "jit capture: out of memory");
     /* Tensors made during capture that someone besides the graph still holds, and that are
      * neither returned nor gradients: a replay makes new ones, and the held ones go stale. */
     size_t used = 0;
@@ -442,7 +479,8 @@ void tide_graph_release(tide_graph * g) {
         free(g->fence[k]);
     }
     free(g->values), free(g->nodes), free(g->outputs), free(g->keys), free(g->ids), free(g->text), free(g->last_use);
-    free(g->written);
+    free(g->written), free(g->externs), free(g->trace);
+    tide_check_free(g->check);
     free(g);
 }
 
@@ -500,7 +538,7 @@ static void describe_fused(const void * ctx, char * buf, size_t n) {
         used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? " " : "", tide_op_name(ft->f->steps[i].c.op));
 }
 
-static tide_status push_fused(const tide_gnode * n, tide_tensor * const * in, tide_tensor * out) {
+tide_status tide_graph_run_fused(const tide_gnode * n, tide_tensor * const * in, tide_tensor * out) {
     fused_task ft = {n->fused, {0}, out};
     tide_storage * reads[TIDE_OP_MAX_IN], * writes[1] = {out->storage};
     for (int32_t k = 0; k < n->n_in; k++) ft.ext[k] = in[k], reads[k] = in[k]->storage;
@@ -603,7 +641,7 @@ tide_status tide_graph_replay(tide_graph * g, tide_tensor * const * args, int32_
         case TIDE_GN_FUSED: {
             const tide_gvalue * v = &g->values[n->out[0]];
             tide_tensor * r = tide_tensor_empty(v->ndim, v->sizes, v->dtype, v->dev);
-            st = r ? push_fused(n, in, r) : TIDE_E_OOM;
+            st = r ? tide_graph_run_fused(n, in, r) : TIDE_E_OOM;
             t[n->out[0]] = r;
             break;
         }
@@ -644,6 +682,12 @@ tide_status tide_graph_replay(tide_graph * g, tide_tensor * const * args, int32_
 
 /* -- description ------------------------------------------------------------------------------ */
 
+const char * tide_graph_node_name(int32_t kind, int32_t op) {
+    static const char * views[] = {"?", "view", "permute", "expand", "slice", "as_strided", "alias"};
+    return kind == TIDE_GN_OP ? tide_op_name(op) : kind == TIDE_GN_VIEW ? views[-op]
+         : kind == TIDE_GN_EMPTY ? "empty" : kind == TIDE_GN_FUSED ? "fused" : "set_grad";
+}
+
 typedef struct {
     char * s;
     size_t cap, used;
@@ -676,12 +720,9 @@ const char * tide_graph_describe(tide_graph * g) {
         else put(&out, "%%%d = %s %s %s\n", id, kinds[v->kind], tide_dtype_name(v->dtype),
                  tide_dims_str(v->ndim, v->sizes, shape, sizeof shape));
     }
-    static const char * views[] = {"?", "view", "permute", "expand", "slice", "as_strided", "alias"};
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const tide_gnode * n = &g->nodes[i];
-        const char * name = n->kind == TIDE_GN_OP ? tide_op_name(n->op)
-                          : n->kind == TIDE_GN_VIEW ? views[-n->op]
-                          : n->kind == TIDE_GN_EMPTY ? "empty" : n->kind == TIDE_GN_FUSED ? "fused" : "set_grad";
+        const char * name = tide_graph_node_name(n->kind, n->op);
         if (n->into >= 0) put(&out, "%%%d <- ", n->into);
         for (int32_t k = 0; k < n->n_out; k++) put(&out, "%s%%%d", k ? ", " : "", n->out[k]);
         put(&out, "%s%s(", n->n_out ? " = " : "", name);
@@ -783,6 +824,32 @@ tide_tensor * const * tide_graph_written(tide_graph * g, int32_t * n, const char
     return g->written;
 }
 
+tide_tensor * const * tide_graph_externs(tide_graph * g, int32_t * n, const char ** origins, int32_t max) {
+    *n = 0;
+    free(g->externs);
+    g->externs = malloc((size_t)(g->n_values > 0 ? g->n_values : 1) * sizeof *g->externs);
+    int32_t * reader = malloc((size_t)(g->n_values > 0 ? g->n_values : 1) * sizeof *reader);
+    if (!g->externs || !reader) {
+        free(reader);
+        tide_error_set(TIDE_E_OOM, "jit: out of memory");
+        return NULL;
+    }
+    for (int32_t id = 0; id < g->n_values; id++) reader[id] = -2;   /* -2: unused, -1: only an output */
+    for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
+        for (int32_t k = 0; k < g->nodes[i].n_in; k++) reader[g->nodes[i].in[k]] = i;
+        if (g->nodes[i].into >= 0) reader[g->nodes[i].into] = i;
+    }
+    for (int32_t i = 0; i < g->n_outputs; i++)
+        if (reader[g->outputs[i]] == -2) reader[g->outputs[i]] = -1;
+    for (int32_t id = 0; id < g->n_values; id++) {
+        if (reader[id] == -2 || g->values[id].kind != TIDE_GV_EXTERN) continue;
+        if (origins && *n < max) origins[*n] = reader[id] >= 0 ? g->nodes[reader[id]].origin : "";
+        g->externs[(*n)++] = g->values[id].t;
+    }
+    free(reader);
+    return g->externs;
+}
+
 /* -- Graphviz ----------------------------------------------------------------------------------- */
 
 const char * tide_graph_dot(tide_graph * g) {
@@ -792,7 +859,6 @@ const char * tide_graph_dot(tide_graph * g) {
     g->text = s;
     text t  = {s, cap, 0};
     s[0]    = 0;
-    static const char * views[] = {"?", "view", "permute", "expand", "slice", "as_strided", "alias"};
     static const char * kinds[] = {"extern", "arg", "", "const"};
     put(&t, "digraph tide {\n  rankdir=TB;\n  node [fontname=\"monospace\", fontsize=10];\n");
     bool * used = calloc((size_t)(g->n_values > 0 ? g->n_values : 1), sizeof *used);
@@ -808,9 +874,7 @@ const char * tide_graph_dot(tide_graph * g) {
     free(used);
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const tide_gnode * n = &g->nodes[i];
-        const char * name = n->kind == TIDE_GN_OP ? tide_op_name(n->op)
-                          : n->kind == TIDE_GN_VIEW ? views[-n->op]
-                          : n->kind == TIDE_GN_EMPTY ? "empty" : n->kind == TIDE_GN_FUSED ? "fused" : "set_grad";
+        const char * name = tide_graph_node_name(n->kind, n->op);
         put(&t, "  n%d [shape=ellipse, label=\"%s\"%s];\n", i, name, n->into >= 0 ? ", style=bold" : "");
         for (int32_t k = 0; k < n->n_in; k++) {
             const tide_gvalue * v = &g->values[n->in[k]];

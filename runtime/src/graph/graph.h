@@ -27,6 +27,11 @@ typedef struct tide_gvalue {
     tide_tensor * t;            /* EXTERN, CONST: retained; NODE: the captured tensor, retained until capture ends
                                  * (and until tide_graph_optimize for `constant` ones) */
     int32_t       constant;     /* NODE: depends on constants only (pass_fold.c) */
+    /* Its stable id, set at capture end and kept by the passes: the node (in capture
+     * order) that made it, with slot its output, or for a value no node made, the
+     * node that first read it, with slot -1 - its input (-1 - TIDE_OP_MAX_IN: the
+     * tensor written in place); seq -1 if none. Check mode matches values by it. */
+    int32_t       seq, slot;
 } tide_gvalue;
 
 /* What a node does. */
@@ -50,6 +55,7 @@ typedef struct tide_gnode {
     struct tide_fused * fused;           /* TIDE_GN_FUSED: the steps (owned) */
     tide_op_params p;
     char           origin[96];           /* the Lua line that ran it ("" if unknown) */
+    int32_t        seq;                  /* its index in capture order (a fused node: its last op's) */
 } tide_gnode;
 
 struct tide_graph {
@@ -74,6 +80,7 @@ struct tide_graph {
      * outputs), retained: a replay waits for the one two before it, so that a
      * loop of replays keeps at most two steps of temporaries in flight. */
     tide_tensor ** written;                        /* tide_graph_written's list */
+    tide_tensor ** externs;                        /* tide_graph_externs' list */
     tide_tensor ** fence[2];
     int32_t        n_fence[2];
     char *         text;                           /* tide_graph_describe's buffer */
@@ -83,6 +90,11 @@ struct tide_graph {
     int32_t        exec_tried;
     int32_t        exec_off;                       /* TIDE_GRAPH_PASS_PLAN was left out */
     char           exec_why[160];
+    int32_t *      trace;                          /* per captured node, in capture order: what it
+                                                    * was (tide_graph_trace_code), for check mode */
+    int32_t        n_trace;
+    struct tide_check * check;                     /* set while capturing an eager run that check.c
+                                                    * compares with a graph, node by node */
 };
 
 /* The capture running on this thread, or NULL: every hook tests it first. */
@@ -95,7 +107,8 @@ TIDE_INTERNAL void tide_graph_on_const(tide_tensor * t);
 TIDE_INTERNAL void tide_graph_on_set_grad(tide_tensor * leaf, tide_tensor * g);
 /* A backward walk starts during capture. */
 TIDE_INTERNAL void tide_graph_on_backward(void);
-/* A value read (item, totable, data pointers) during capture: fails, with the message set. */
+/* A value read (item, totable, data pointers) during capture: fails, with the message set
+ * (a check capture lets the eager code read: it returns TIDE_OK). */
 TIDE_INTERNAL tide_status tide_graph_on_read(const char * what);
 
 /* The view node n makes of src (its value v), as a new tensor; NULL with the error set. */
@@ -122,5 +135,17 @@ TIDE_INTERNAL int64_t      tide_exec_peak_bytes(const tide_exec * x);
 TIDE_INTERNAL const char * tide_exec_largest(const tide_exec * x);
 TIDE_INTERNAL int32_t      tide_exec_num_steps(const tide_exec * x);
 TIDE_INTERNAL int32_t      tide_exec_num_waves(const tide_exec * x);
+/* What node n does, as one number: two nodes with the same code ran the same op
+ * on as many inputs, both in place or neither. */
+TIDE_INTERNAL int32_t       tide_graph_trace_code(const tide_gnode * n);
+/* A node's name in listings and messages: the op's, a view's kind, "fused", ... */
+TIDE_INTERNAL const char *  tide_graph_node_name(int32_t kind, int32_t op);
+/* Fused node n pushed to the engine over in -> out (the node-by-node replays'). */
+TIDE_INTERNAL tide_status   tide_graph_run_fused(const tide_gnode * n, tide_tensor * const * in, tide_tensor * out);
+/* check.c: the eager run recorded node(s) up to g->n_nodes: compares them; it made
+ * constant value id from Lua data: keeps its contents. And the check's cleanup. */
+TIDE_INTERNAL void          tide_check_on_node(tide_graph * g);
+TIDE_INTERNAL void          tide_check_on_const(tide_graph * g, int32_t id);
+TIDE_INTERNAL void          tide_check_free(struct tide_check * c);
 
 #endif /* TIDE_GRAPH_H */

@@ -153,7 +153,7 @@ tide_status tide_shape_masked_select(tide_opcall * c, tide_shape_out * o) {
     int64_t sizes[TIDE_MAX_DIMS];
     TIDE_CHECK(tide_broadcast_shape("masked_select", c->in, 2, &nd, sizes));
     if (TIDE_UNLIKELY(tide_capture != NULL))   /* a size that depends on values cannot be replayed */
-        return tide_graph_on_read("masked_select (the size of its result depends on the mask's values)");
+        TIDE_CHECK(tide_graph_on_read("masked_select (the size of its result depends on the mask's values)"));
     TIDE_CHECK(tide_tensor_wait(mask));
     /* each mask element stands for prod(broadcast sizes / mask sizes) elements */
     int64_t reps = 1, count = 0;
