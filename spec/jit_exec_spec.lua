@@ -147,6 +147,20 @@ describe("jit replay as one task", function()
     assert.are.same(e:totable(), f(x):totable())
   end)
 
+  it("starts each replay from the first contents of a tensor made from Lua data and written in place", function()
+    for _, passes in ipairs { {}, { plan = false } } do
+      local f = tide.jit.compile(function(x)
+        local acc = tide.tensor { 0, 0, 0 }
+        acc:add_(x)
+        acc[2] = 5
+        return acc * 2
+      end, { passes = passes })
+      for i = 1, 5 do
+        assert.are.same({ 2 * i, 10, 2 * i }, f(tide.full({ 3 }, i)):totable())
+      end
+    end
+  end)
+
   it("lets a graph go while its replay is still queued", function()
     local f = tide.jit.compile(function(x) return x:matmul(x):sum() end)
     local x = tide.randn(200, 200)

@@ -242,7 +242,10 @@ static bool schedule(builder * b) {
         free(lw), free(lr);
         return fail_build(b, "out of memory");
     }
-    for (int32_t id = 0; id < g->n_values; id++) lw[id] = lr[id] = -1;
+    for (int32_t id = 0; id < g->n_values; id++) {
+        lw[id] = g->values[id].init ? 0 : -1;   /* a constant written in place is restored first */
+        lr[id] = -1;
+    }
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const tide_gnode * n = &g->nodes[i];
         b->wave[i] = -1;
@@ -296,6 +299,16 @@ static bool plan_arena(builder * b) {
     for (int32_t id = 0; id < g->n_values; id++) {
         const tide_gvalue * v = &g->values[id];
         at[id] = -1;
+        if (v->init) {   /* a constant written in place: a copy of its first contents in the arena */
+            if (escapes[id]) {
+                free(escapes), free(slots), free(at), free(owner), free(touches);
+                return fail_build(b, "it returns a constant that it also writes in place");
+            }
+            owner[n_slots] = n_slots;
+            at[id] = n_slots;
+            slots[n_slots++] = (slot){id, (int64_t)(value_bytes(v) + TIDE_ALIGN - 1) / TIDE_ALIGN * TIDE_ALIGN, 0, 0, 0};
+            continue;
+        }
         /* values whose node a pass removed are never made */
         if (v->kind != TIDE_GV_NODE || v->node < 0 || tide_graph_base(g, id) != id) continue;
         if (escapes[id]) {
@@ -361,6 +374,7 @@ static bool plan_arena(builder * b) {
     size_t used = 0;
     for (int32_t i = 0; i < n_own && i < 5 && used + 1 < sizeof x->largest; i++) {
         const tide_gvalue * v  = &g->values[own_slots[i].id];
+        if (v->node < 0) continue;   /* a restored constant */
         const tide_gnode *  nd = &g->nodes[v->node];
         char shape[128];
         int  w = snprintf(x->largest + used, sizeof x->largest - used, "%s%.2f MiB: %s %s made by '%s' at %s",
@@ -563,6 +577,46 @@ static int by_wave(const void * a, const void * b) {
     return x->wave != y->wave ? x->wave - y->wave : x->order - y->order;
 }
 
+/* A constant written in place: an arena copy that a first step fills with its
+ * first contents at every replay. */
+static bool restore_const(builder * b, int32_t id) {
+    tide_exec *         x = b->x;
+    const tide_gvalue * v = &b->g->values[id];
+    tide_tensor *       t = header(v, x->arena, b->offset[id] / (int64_t)tide_dtype_size(v->dtype));
+    if (!t || !own(x, t)) {
+        tide_tensor_release(t);
+        return fail_build(b, "out of memory");
+    }
+    tide_tensor_retain(v->init);
+    if (!own(x, v->init)) {
+        tide_tensor_release(v->init);
+        return fail_build(b, "out of memory");
+    }
+    b->t[id]    = t;
+    b->held[id] = HELD_FIXED;
+    tide_op_prepared cp;
+    tide_tensor *    src = v->init;
+    if (tide_op_prepare(TIDE_OP_copy, &src, 1, NULL, t, &cp) != TIDE_OK)
+        return fail_build(b, "a constant's copy does not prepare");
+    if (!add_storage(&x->reads, &x->n_reads, src->storage)) return fail_build(b, "out of memory");
+    step * s = realloc(x->steps, (size_t)(x->n_steps + 1) * sizeof *s);
+    if (!s) return fail_build(b, "out of memory");
+    x->steps = s;
+    s        = &x->steps[x->n_steps];
+    memset(s, 0, sizeof *s);
+    s->op     = TIDE_OP_copy;
+    s->random = -1;
+    s->wave   = 0;
+    s->unit   = -1 - id;   /* a unit of its own, before every node */
+    s->order  = x->n_steps++;
+    s->kernel = cp.kernel;
+    s->c      = cp.c;
+    s->c.out[0] = t;
+    snprintf(s->origin, sizeof s->origin, "the start of the replay");
+    x->cost += t->nelem;
+    return true;
+}
+
 static handout handout_of(builder * b, int32_t id) {
     if (b->held[id] == HELD_BOUND) {
         const tide_gvalue * v = &b->g->values[id];
@@ -587,7 +641,9 @@ static bool build(builder * b) {
         if (!(x->dummies[r] = tide_storage_new(0, x->dev))) return fail_build(b, "out of memory");
     for (int32_t id = 0; id < g->n_values; id++) {
         const tide_gvalue * v = &g->values[id];
-        if (v->kind == TIDE_GV_EXTERN || v->kind == TIDE_GV_CONST) {
+        if (v->init) {
+            if (!restore_const(b, id)) return false;
+        } else if (v->kind == TIDE_GV_EXTERN || v->kind == TIDE_GV_CONST) {
             b->t[id]    = v->t;
             b->held[id] = HELD_FIXED;
             tide_tensor_retain(v->t);

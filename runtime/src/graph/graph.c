@@ -196,6 +196,17 @@ void tide_graph_on_const(tide_tensor * t) {
     if (g->error != TIDE_OK) return;
     int32_t id = new_value(g, TIDE_GV_CONST, t);
     if (id < 0) return OOM(g);
+    /* Data Tide owns (not a host's blob, which stays the host's) may be written in
+     * place later by the function; a replay must start from what it held when made,
+     * as each eager call makes it anew. Its contents are ready: written on the host. */
+    if (!(t->flags & TIDE_TENSOR_WRAPPED_NUMBER) && !t->storage->free_fn && tide_tensor_is_contiguous(t)) {
+        tide_capture = NULL;
+        tide_tensor * s = tide_tensor_empty(t->ndim, t->sizes, t->dtype_id, t->dev);
+        tide_capture = g;
+        if (!s) return OOM(g);
+        memcpy(tide_tensor_ptr(s), tide_tensor_ptr(t), tide_tensor_nbytes(t));
+        g->values[id].init = s;
+    }
     if (g->check) tide_check_on_const(g, id);
 }
 
@@ -359,6 +370,17 @@ tide_status tide_graph_capture_end(tide_graph * g, char * leaks, size_t n_leaks)
         }
     }
     free(saved);
+    /* A constant's first contents matter only where the graph writes it in place. */
+    for (int32_t id = 0; id < g->n_values; id++) {
+        tide_gvalue * v = &g->values[id];
+        bool written = false;
+        for (int32_t i = 0; i < g->n_nodes && v->init && !written; i++)
+            written = g->nodes[i].into >= 0 && tide_graph_base(g, g->nodes[i].into) == id;
+        if (v->init && !written) {
+            tide_tensor_release(v->init);
+            v->init = NULL;
+        }
+    }
     /* What depends only on constants keeps its captured value, for constant folding
      * (tide_graph_optimize decides); every other captured tensor is let go. */
     tide_pass_mark_constants(g);
@@ -472,7 +494,10 @@ void tide_graph_release(tide_graph * g) {
     if (!g) return;
     if (tide_capture == g) tide_capture = NULL;
     tide_exec_release(g->exec);
-    for (int32_t id = 0; id < g->n_values; id++) tide_tensor_release(g->values[id].t);
+    for (int32_t id = 0; id < g->n_values; id++) {
+        tide_tensor_release(g->values[id].t);
+        tide_tensor_release(g->values[id].init);
+    }
     for (int32_t i = 0; i < g->n_nodes; i++) free(g->nodes[i].fused);
     for (int32_t k = 0; k < 2; k++) {
         for (int32_t i = 0; i < g->n_fence[k]; i++) tide_tensor_release(g->fence[k][i]);
@@ -604,7 +629,14 @@ tide_status tide_graph_replay(tide_graph * g, tide_tensor * const * args, int32_
     tide_status st = TIDE_OK;
     for (int32_t id = 0; id < g->n_values; id++) {
         const tide_gvalue * v = &g->values[id];
-        if (v->kind == TIDE_GV_EXTERN || v->kind == TIDE_GV_CONST) {
+        if (v->init) {   /* a constant it writes in place starts from its first contents */
+            tide_tensor * out[1];
+            int32_t       off = tide_grad_off;
+            tide_grad_off = 1;
+            st = tide_op_call(TIDE_OP_copy, &v->init, 1, NULL, out, NULL);
+            tide_grad_off = off;
+            t[id] = st == TIDE_OK ? out[0] : NULL;
+        } else if (v->kind == TIDE_GV_EXTERN || v->kind == TIDE_GV_CONST) {
             t[id] = v->t;
             tide_tensor_retain(t[id]);
         } else if (v->kind == TIDE_GV_ARG) {

@@ -27,6 +27,8 @@ typedef struct tide_gvalue {
     tide_tensor * t;            /* EXTERN, CONST: retained; NODE: the captured tensor, retained until capture ends
                                  * (and until tide_graph_optimize for `constant` ones) */
     int32_t       constant;     /* NODE: depends on constants only (pass_fold.c) */
+    tide_tensor * init;         /* CONST made from Lua data that the graph writes in place: its contents
+                                 * when made (retained), which every replay starts from */
     /* Its stable id, set at capture end and kept by the passes: the node (in capture
      * order) that made it, with slot its output, or for a value no node made, the
      * node that first read it, with slot -1 - its input (-1 - TIDE_OP_MAX_IN: the
