@@ -56,6 +56,7 @@ struct tide_storage {
     /* The engine's per-storage state: the queue of pending ops that use it, in
      * the order they were pushed (under the engine's lock), and poison. */
     struct tide_dep * q_head, * q_tail;
+    int32_t      waiters;             /* threads waiting for that queue to empty */
     atomic_int   poisoned;            /* 0 or the tide_status of a failed op that wrote here */
     char *       poison_msg;          /* owned; set before `poisoned` is published */
     atomic_int   version;             /* bumped by every op that writes into an existing tensor */
