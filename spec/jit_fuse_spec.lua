@@ -66,8 +66,8 @@ describe("jit fusion", function()
       assert.are.equal(1, nodes(f))
       assert.are.equal(1, fused(f, "sub pow mean"))
     end
-    -- rows of one block or less, longer than a block, longer than a chunk; not contiguous
-    for _, shape in ipairs { { 40, 7 }, { 5, 1500 }, { 2, 70000 }, { 3, 1 } } do
+    -- rows of one block or less (few and many), longer than a block, longer than a chunk; not contiguous
+    for _, shape in ipairs { { 40, 7 }, { 20000, 7 }, { 5, 1500 }, { 2, 70000 }, { 3, 1 } } do
       local a, b = tide.randn(shape), tide.randn({ shape[2], shape[1] }):t()
       local f = same_as_eager(sums, a, b)
       assert.are.equal(1, fused(f, "mul add sum (last dim)"))

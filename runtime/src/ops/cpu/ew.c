@@ -194,13 +194,14 @@ tide_status tide_ew_run(const tide_opcall * c, const tide_ew_loop * loops, int32
  * L2. A broadcast input that repeats every P <= PATTERN_MAX elements (a bias row,
  * a scalar) is laid out once per thread, P + BLOCK long, and read at offset pos % P:
  * no gathering per block. */
-enum { FUSED_BLOCK = 2048, PATTERN_MAX = 4 * FUSED_BLOCK, LANES = TIDE_REDUCE_LANES };
+enum { FUSED_BLOCK = 2048, PATTERN_MAX = 4 * FUSED_BLOCK, DEAL = 16 * FUSED_BLOCK, LANES = TIDE_REDUCE_LANES };
 
 typedef struct {
     const tide_fused * f;
     ew_state           s;       /* operand 0: the result (a contiguous stand-in when reducing); 1..: inputs */
     size_t             esz;
     int64_t            n;                               /* elements the steps run over */
+    atomic_llong       next;                            /* the first element no thread has taken */
     int64_t            period[MAX_OPS];                 /* > 0: input k repeats its first period[k] elements */
     tide_opcall        call[TIDE_FUSED_MAX_STEPS];      /* each step's call; a k-loop's holds its constant */
     tide_ew_loop       loop[TIDE_FUSED_MAX_STEPS];
@@ -291,22 +292,35 @@ static char * eval_block(const fused_state * fs, const fused_bufs * B, int64_t p
     return res;
 }
 
-/* Elements [b, e) of a fused kernel without a reduction. */
+/* Takes the next `deal` of `total` work items (elements, rows or tasks) no thread has
+ * taken: [*at, *end); false when none are left. The pool's threads call a fused kernel's
+ * range function once each and share the work this way rather than by fixed halves,
+ * so that a thread the machine holds up leaves its work to the others. */
+static bool take(fused_state * fs, int64_t deal, int64_t total, int64_t * at, int64_t * end) {
+    *at  = atomic_fetch_add(&fs->next, deal);
+    *end = total - *at < deal ? total : *at + deal;
+    return *at < total;
+}
+
+/* A fused kernel without a reduction, DEAL elements at a time. */
 static void run_fused_range(void * ctx, int64_t b, int64_t e) {
     fused_state *    fs = ctx;
     const ew_state * s  = &fs->s;
     fused_bufs       B;
-    if (!bufs_init(fs, e - b < FUSED_BLOCK ? e - b : FUSED_BLOCK, &B)) {
+    (void)b, (void)e;
+    if (!bufs_init(fs, fs->n < FUSED_BLOCK ? fs->n : FUSED_BLOCK, &B)) {
         atomic_store(&fs->oom, 1);
         return;
     }
-    for (int64_t pos = b; pos < e; pos += FUSED_BLOCK) {
-        int64_t len = e - pos < FUSED_BLOCK ? e - pos : FUSED_BLOCK;
-        if (s->direct[0]) {
-            eval_block(fs, &B, pos, len, s->base[0] + pos * (int64_t)fs->esz);
-        } else {
-            eval_block(fs, &B, pos, len, B.in[0]);
-            move_block(s, 0, B.in[0], pos, len, true);
+    for (int64_t at, end; take(fs, DEAL, fs->n, &at, &end);) {
+        for (int64_t pos = at; pos < end; pos += FUSED_BLOCK) {
+            int64_t len = end - pos < FUSED_BLOCK ? end - pos : FUSED_BLOCK;
+            if (s->direct[0]) {
+                eval_block(fs, &B, pos, len, s->base[0] + pos * (int64_t)fs->esz);
+            } else {
+                eval_block(fs, &B, pos, len, B.in[0]);
+                move_block(s, 0, B.in[0], pos, len, true);
+            }
         }
     }
     bufs_free(&B);
@@ -385,37 +399,42 @@ static void store_row(const tide_fused * f, tide_tensor * out, int64_t R, int64_
     else *(double *)p = acc;
 }
 
-/* Rows [b, e) when a row fits a block (and so a chunk): several rows per block. */
+/* Rows of a reduction when a row fits a block (and so a chunk): several rows per block. */
 static void run_fused_rows(void * ctx, int64_t b, int64_t e) {
-    fused_state * fs  = ctx;
-    int64_t       R   = fs->R, per = FUSED_BLOCK / R;
+    fused_state * fs   = ctx;
+    int64_t       R    = fs->R, rows = fs->n / R, per = FUSED_BLOCK / R;
+    int64_t       deal = DEAL / R / per * per;
     fused_bufs    B;
-    if (!bufs_init(fs, (e - b < per ? e - b : per) * R, &B)) {
+    (void)b, (void)e;
+    if (!bufs_init(fs, (rows < per ? rows : per) * R, &B)) {
         atomic_store(&fs->oom, 1);
         return;
     }
-    for (int64_t r = b; r < e; r += per) {
-        int64_t      cnt = e - r < per ? e - r : per;
-        const char * x   = eval_block(fs, &B, r * R, cnt * R, NULL);
-        for (int64_t j = 0; j < cnt; j++) {
-            double lane[LANES] = {0};
-            store_row(fs->f, fs->out, R, r + j, run_sum(fs, lane, x + j * R * (int64_t)fs->esz, R, true));
+    for (int64_t at, end; take(fs, deal > per ? deal : per, rows, &at, &end);) {
+        for (int64_t r = at; r < end; r += per) {
+            int64_t      cnt = end - r < per ? end - r : per;
+            const char * x   = eval_block(fs, &B, r * R, cnt * R, NULL);
+            for (int64_t j = 0; j < cnt; j++) {
+                double lane[LANES] = {0};
+                store_row(fs->f, fs->out, R, r + j, run_sum(fs, lane, x + j * R * (int64_t)fs->esz, R, true));
+            }
         }
     }
     bufs_free(&B);
 }
 
-/* Tasks [b, e) of (row, chunk) pairs when rows are longer than a block: each chunk's
+/* The (row, chunk) tasks of a reduction whose rows are longer than a block: each chunk's
  * partial sum, from blocks of FUSED_BLOCK (a multiple of LANES) from its start. */
 static void run_fused_chunks(void * ctx, int64_t b, int64_t e) {
     fused_state * fs = ctx;
     int64_t       R  = fs->R;
     fused_bufs    B;
+    (void)b, (void)e;
     if (!bufs_init(fs, FUSED_BLOCK, &B)) {
         atomic_store(&fs->oom, 1);
         return;
     }
-    for (int64_t t = b; t < e; t++) {
+    for (int64_t t, end; take(fs, 1, fs->n / R * fs->nch, &t, &end);) {
         int64_t row = t / fs->nch, c0 = t % fs->nch * TIDE_REDUCE_CHUNK;
         int64_t c1  = R - c0 < TIDE_REDUCE_CHUNK ? R : c0 + TIDE_REDUCE_CHUNK;
         double  lane[LANES] = {0};
@@ -429,13 +448,13 @@ static void run_fused_chunks(void * ctx, int64_t b, int64_t e) {
     bufs_free(&B);
 }
 
-static tide_status run_fused_reduce(fused_state * fs, int64_t n) {
+static tide_status run_fused_reduce(fused_state * fs) {
     const tide_fused * f = fs->f;
-    fs->R   = f->reduce_rows && f->ndim > 0 ? f->sizes[f->ndim - 1] : n;
-    int64_t rows = n / fs->R;
+    fs->R   = f->reduce_rows && f->ndim > 0 ? f->sizes[f->ndim - 1] : fs->n;
+    int64_t rows = fs->n / fs->R;
     if (fs->R <= FUSED_BLOCK) {
-        int64_t per = FUSED_BLOCK / fs->R, grain = TIDE_GRAIN / fs->R;
-        tide_parallel_for(rows, grain > 0 ? grain : 1, per, run_fused_rows, fs);
+        int64_t grain = TIDE_GRAIN / fs->R;
+        tide_parallel_for(rows, grain > 0 ? grain : 1, 1, run_fused_rows, fs);
         return TIDE_OK;
     }
     fs->nch  = (fs->R + TIDE_REDUCE_CHUNK - 1) / TIDE_REDUCE_CHUNK;
@@ -513,7 +532,7 @@ tide_status tide_ew_run_fused(const tide_fused * f, tide_tensor * const * ext, t
             fs->loop[i] = step->k_loop;
         }
     }
-    if (reduce) st = run_fused_reduce(fs, n);
+    if (reduce) st = run_fused_reduce(fs);
     else if (stepwise) st = run_fused_stepwise(fs, n);
     else tide_parallel_for(n, TIDE_GRAIN, FUSED_BLOCK, run_fused_range, fs);
     if (atomic_load(&fs->oom)) st = TIDE_E_OOM;
