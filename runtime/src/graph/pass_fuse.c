@@ -165,6 +165,9 @@ static tide_fused * plan(const tide_graph * g, const int32_t * uses, run * r) {
         for (int32_t k = 0; k < x->n_in; k++)
             for (int32_t j = 0; j < n_vals; j++)
                 if (x->in[k] == vals[j] && !(x->kind == TIDE_GN_VIEW && vals[j] == r->target)) goto fail;
+        for (int32_t m = 0; m < s && x->into >= 0; m++)   /* members it would now run before */
+            for (int32_t k = 0; k < g->nodes[r->node[m]].n_in; k++)
+                if (g->nodes[r->node[m]].in[k] == x->into) goto fail;
     }
     for (int32_t e = 0; e < r->n_ext && r->target >= 0; e++) {
         if (r->ext[e] != r->target && tide_graph_base(g, r->ext[e]) == tide_graph_base(g, r->target))

@@ -4,7 +4,9 @@
  * pool, and feeds an op's inner loop with contiguous arrays: directly from
  * memory when an operand is contiguous in the compute dtype, otherwise through
  * block buffers that gather (and convert) strided or broadcast inputs and
- * scatter the result. The inner loops themselves live in the op family files.
+ * scatter the result. The fused kernels of captured graphs run several ops'
+ * loops block by block here too, and may end in a sum or mean. The inner loops
+ * themselves live in the op family files.
  */
 #include "kernels.h"
 
@@ -183,7 +185,6 @@ tide_status tide_ew_run(const tide_opcall * c, const tide_ew_loop * loops, int32
     return TIDE_OK;
 }
 
-
 /* -- fused kernels -------------------------------------------------------------------------- */
 
 /* Elements per block of a fused kernel: 8 KiB of float32 per buffer, and a linear
@@ -284,8 +285,9 @@ static char * eval_block(const fused_state * fs, const fused_bufs * B, int64_t p
         int64_t bytes = len * (int64_t)fs->esz, from = bytes * i / f->n_steps & ~(int64_t)63;
         int64_t to = bytes * (i + 1) / f->n_steps;
         for (int32_t k = 1; k < s->n_ops && pos + 3 * len <= fs->n; k++) {
+            if (!s->direct[k]) continue;
             const char * ahead = s->base[k] + (pos + 2 * len) * (int64_t)fs->esz;
-            for (int64_t b = from; s->direct[k] && b < to; b += 64) __builtin_prefetch(ahead + b);
+            for (int64_t b = from; b < to; b += 64) __builtin_prefetch(ahead + b);
         }
         fs->loop[i](len, pos, res, in, &fs->call[i]);
     }
