@@ -138,6 +138,12 @@ describe("jit fusion", function()
     f(state:t())                        -- replayed with a view of the target itself
     want:mul_(2):sub_(want:t())         -- eager: the sub reads the doubled values
     H.equal(state, want)
+    local g = tide.jit.compile(function(v) state:mul_(3):add_(v) end, { warmup = 0 })
+    g(other)
+    want = state:clone()
+    g(state)                            -- the target itself, read after the update
+    want:mul_(3):add_(want)
+    H.equal(state, want)
   end)
 
   it("fuses an optimizer's updates: Adam's moments and its parameter step", function()
