@@ -25,7 +25,7 @@ typedef void (*tide_ew_loop)(int64_t n, int64_t index0, void * restrict out, con
 TIDE_INTERNAL tide_status tide_ew_run(const tide_opcall * c, const tide_ew_loop * loops, int32_t out_dtype);
 
 /* A fused kernel: elementwise steps over one shape, run block by block so that
- * what one step makes is still in L1 when the next reads it, and memory is read
+ * what one step makes is still in cache when the next reads it, and memory is read
  * and written once (graph/pass_fuse.c builds them). Inputs broadcast to the
  * steps' shape. The result is the last step's, written to `out` (a new tensor,
  * or the tensor the steps update in place), or, with reduce_op set, its sum or
