@@ -70,8 +70,9 @@ local F64, I64 = 1, 3
 
 local function describe_arg(x, static)
   if is_tensor(x) then
-    return string.format("%s %s [%s]%s", T.methods.dtype(x), T.methods.device(x), table.concat(T.methods.shape(x), ","),
-      T.methods.is_contiguous(x) and "" or " non-contiguous")
+    -- requires_grad too: a replay records autograd history only where the capture did
+    return string.format("%s %s [%s]%s%s", T.methods.dtype(x), T.methods.device(x), table.concat(T.methods.shape(x), ","),
+      T.methods.is_contiguous(x) and "" or " non-contiguous", C.tide_tensor_requires_grad(x) ~= 0 and " requires_grad" or "")
   end
   local tx = type(x)
   if static then return "static " .. tx .. " " .. tostring(x) end

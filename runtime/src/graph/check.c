@@ -296,6 +296,8 @@ static tide_status run_node(struct tide_check * c, int32_t i) {
             for (int32_t k = 0; k < n->n_out; k++) t[n->out[k]] = out[k];
     } else if (n->kind == TIDE_GN_VIEW) {
         if (!(t[n->out[0]] = tide_graph_make_view(n, &g->values[n->out[0]], in[0]))) st = tide_last_error()[0] ? TIDE_E_SHAPE : TIDE_E_INTERNAL;
+    } else if (n->kind == TIDE_GN_FUSED && n->into >= 0) {   /* a run updating a tensor in place */
+        st = tide_graph_run_fused(n, in, t[n->into]);
     } else if (n->kind == TIDE_GN_FUSED || n->kind == TIDE_GN_EMPTY) {
         const tide_gvalue * v = &g->values[n->out[0]];
         tide_tensor *       r = t[n->out[0]] = tide_tensor_empty(v->ndim, v->sizes, v->dtype, v->dev);

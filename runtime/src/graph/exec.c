@@ -564,6 +564,13 @@ static bool build_fused(builder * b, int32_t i) {
         if (b->held[n->in[k]] == HELD_FIXED && !add_storage(&x->reads, &x->n_reads, s->c.in[k]->storage))
             return fail_build(b, "out of memory");
     }
+    if (n->into >= 0) {   /* a run that updates a tensor in place */
+        if (!note_write(b, n->into)) return fail_build(b, "out of memory");
+        tide_tensor * t = b->t[n->into];
+        x->steps[x->n_steps - 1].c.out[0] = t;
+        x->cost += t->nelem * n->fused->n_steps;
+        return true;
+    }
     tide_tensor * t = root_tensor(b, n->out[0]);
     if (!t) return fail_build(b, "out of memory");
     b->t[n->out[0]] = t;

@@ -148,6 +148,8 @@ static void record_op(tide_graph * g, const tide_opcall * c, tide_tensor * out) 
     n->p    = c->p;
     n->into = into;
     n->compute_dtype = c->compute_dtype;
+    n->records_grad  = !tide_grad_off && out && tide_needs_grad(out);   /* as tide_op_call decides */
+    for (int32_t i = 0; i < c->n_in && !tide_grad_off; i++) n->records_grad |= tide_needs_grad(c->in[i]);
     if (out) return;
     n->n_out = c->n_out;
     for (int32_t i = 0; i < c->n_out; i++) {
@@ -567,8 +569,9 @@ tide_status tide_graph_run_fused(const tide_gnode * n, tide_tensor * const * in,
     fused_task ft = {n->fused, {0}, out};
     tide_storage * reads[TIDE_OP_MAX_IN], * writes[1] = {out->storage};
     for (int32_t k = 0; k < n->n_in; k++) ft.ext[k] = in[k], reads[k] = in[k]->storage;
-    tide_engine_task task = {run_fused, &ft, sizeof ft, keep_fused, drop_fused, "fused",
-                             out->nelem * n->fused->n_steps, describe_fused};
+    int64_t work = n->fused->n_steps;   /* elements the steps run over (more than out's when reducing) */
+    for (int32_t d = 0; d < n->fused->ndim; d++) work *= n->fused->sizes[d];
+    tide_engine_task task = {run_fused, &ft, sizeof ft, keep_fused, drop_fused, "fused", work, describe_fused};
     return tide_engine_push(&task, reads, n->n_in, writes, 1, out->dev);
 }
 
@@ -671,6 +674,15 @@ tide_status tide_graph_replay(tide_graph * g, tide_tensor * const * args, int32_
             break;
         }
         case TIDE_GN_FUSED: {
+            if (n->into >= 0) {   /* updates value `into` in place, as an op node would */
+                st = tide_graph_run_fused(n, in, t[n->into]);
+                if (st == TIDE_OK) atomic_fetch_add_explicit(&t[n->into]->storage->version, 1, memory_order_relaxed);
+                if (st == TIDE_OK && g->values[n->into].kind != TIDE_GV_NODE && !tide_capture) {
+                    tide_tensor_retain(t[n->into]);
+                    g->fence[1][g->n_fence[1]++] = t[n->into];
+                }
+                break;
+            }
             const tide_gvalue * v = &g->values[n->out[0]];
             tide_tensor * r = tide_tensor_empty(v->ndim, v->sizes, v->dtype, v->dev);
             st = r ? tide_graph_run_fused(n, in, r) : TIDE_E_OOM;
@@ -759,7 +771,12 @@ const char * tide_graph_describe(tide_graph * g) {
         for (int32_t k = 0; k < n->n_out; k++) put(&out, "%s%%%d", k ? ", " : "", n->out[k]);
         put(&out, "%s%s(", n->n_out ? " = " : "", name);
         for (int32_t k = 0; k < n->n_in; k++) put(&out, "%s%%%d", k ? ", " : "", n->in[k]);
-        put(&out, ")%s%s\n", n->origin[0] ? "  -- " : "", n->origin);
+        put(&out, ")");
+        for (int32_t k = 0; n->kind == TIDE_GN_FUSED && k < n->fused->n_steps; k++)   /* what it runs */
+            put(&out, "%s%s", k ? " " : " {", tide_op_name(n->fused->steps[k].c.op));
+        if (n->kind == TIDE_GN_FUSED && n->fused->reduce_op >= 0)
+            put(&out, " %s%s", tide_op_name(n->fused->reduce_op), n->fused->reduce_rows ? " (last dim)" : "");
+        put(&out, "%s%s%s\n", n->kind == TIDE_GN_FUSED ? "}" : "", n->origin[0] ? "  -- " : "", n->origin);
     }
     put(&out, "return");
     for (int32_t i = 0; i < g->n_outputs; i++) put(&out, "%s%%%d", i ? ", " : " ", g->outputs[i]);

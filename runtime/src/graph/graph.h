@@ -42,13 +42,14 @@ enum {
     TIDE_GN_VIEW     = 1,   /* a view of in[0]: kind in op (TIDE_VIEW_*), args in p.ints */
     TIDE_GN_EMPTY    = 2,   /* a new tensor with undefined contents (tide_tensor_empty) */
     TIDE_GN_SET_GRAD = 3,   /* leaf in[0] gets gradient in[1] (n_in 1: none) */
-    TIDE_GN_FUSED    = 4    /* a chain of elementwise ops run as one kernel (fused) over in -> out[0] */
+    TIDE_GN_FUSED    = 4    /* elementwise ops run as one kernel (fused): in -> out[0], or into in place */
 };
 
 typedef struct tide_gnode {
     int32_t        kind;
     int32_t        op;                   /* registry op id, or view kind */
     int32_t        grad_on;              /* grad mode when it was captured */
+    int32_t        records_grad;         /* TIDE_GN_OP: it recorded autograd history when captured */
     int32_t        n_in, n_out;
     int32_t        in[TIDE_OP_MAX_IN];   /* value ids */
     int32_t        out[TIDE_OP_MAX_OUT]; /* value ids it makes */

@@ -128,12 +128,14 @@ BIN_LOOP(remainder_f64, double, double, rem_(a, b))
 GEN_I(BIN_LOOP, remainder, remi_(a, b))
 KERNEL(remainder, LOOPS_F(remainder), LOOPS_I(remainder))
 
-/* maximum/minimum propagate NaN, as PyTorch does. */
-GEN_F(BIN_LOOP, maximum, (a != a || b != b) ? a + b : (a > b ? a : b))
+/* maximum/minimum propagate NaN, as PyTorch does: a when it is NaN, else b when the
+ * comparison fails. Quiet comparisons (!=, isgreater) and a select with no arithmetic
+ * in its arms: GCC vectorises that, where `||` and an `a + b` arm kept the loop scalar. */
+GEN_F(BIN_LOOP, maximum, ((a != a) | __builtin_isgreater(a, b)) ? a : b)
 GEN_I(BIN_LOOP, maximum, a > b ? a : b)
 BIN_LOOP(maximum_b, uint8_t, uint8_t, a | b)
 KERNEL(maximum, LOOPS_F(maximum), LOOPS_I(maximum), LOOPS_B(maximum))
-GEN_F(BIN_LOOP, minimum, (a != a || b != b) ? a + b : (a < b ? a : b))
+GEN_F(BIN_LOOP, minimum, ((a != a) | __builtin_isless(a, b)) ? a : b)
 GEN_I(BIN_LOOP, minimum, a < b ? a : b)
 BIN_LOOP(minimum_b, uint8_t, uint8_t, a & b)
 KERNEL(minimum, LOOPS_F(minimum), LOOPS_I(minimum), LOOPS_B(minimum))
@@ -216,14 +218,16 @@ static tide_status scalar_last(const tide_opcall * c, const tide_ew_loop * k_loo
     return tide_ew_run(&k, k_loops, -1);
 }
 
-/* A kernel with both sets of loops: TABLE(op) lists the array loops, TABLE(op##_k) the constant ones. */
+/* A kernel with both sets of loops: TABLE(op) lists the array loops, TABLE(op##_k) the
+ * constant ones; both are exported (tide_loops_<op>, tide_loops_<op>_k) for fused kernels,
+ * which pick between them as scalar_last does. */
 #define TABLE_F(op)  LOOPS_F(op)
 #define TABLE_FI(op) LOOPS_F(op), LOOPS_I(op)
 #define KERNEL_SCALAR_LAST(op, TABLE)                                                            \
+    const tide_ew_loop tide_loops_##op##_k[TIDE_DTYPE_COUNT] = {TABLE(op##_k)};                  \
+    const tide_ew_loop tide_loops_##op[TIDE_DTYPE_COUNT]     = {TABLE(op)};                      \
     tide_status tide_cpu_##op(const tide_opcall * c) {                                          \
-        static const tide_ew_loop k_loops[TIDE_DTYPE_COUNT] = {TABLE(op##_k)};                   \
-        static const tide_ew_loop loops[TIDE_DTYPE_COUNT]   = {TABLE(op)};                       \
-        return scalar_last(c, k_loops, loops);                                                   \
+        return scalar_last(c, tide_loops_##op##_k, tide_loops_##op);                             \
     }
 /* Both loops of one dtype, op_sfx over arrays and op_k_sfx with the constant; EXPR names
  * the inputs a, b (d) and the scalar last: d for two inputs and a scalar, e for three. */

@@ -24,23 +24,45 @@ typedef void (*tide_ew_loop)(int64_t n, int64_t index0, void * restrict out, con
  * fixed one (TIDE_DTYPE_BOOL for comparisons). A NULL loop is a dtype error. */
 TIDE_INTERNAL tide_status tide_ew_run(const tide_opcall * c, const tide_ew_loop * loops, int32_t out_dtype);
 
-/* A fused kernel: a chain of elementwise steps over one output shape, run block
- * by block so that what one step makes is still in cache when the next reads
- * it, and memory is read and written once (graph/pass_fuse.c builds them). */
+/* A fused kernel: elementwise steps over one shape, run block by block so that
+ * what one step makes is still in cache when the next reads it, and memory is read
+ * and written once (graph/pass_fuse.c builds them). Inputs broadcast to the
+ * steps' shape. The result is the last step's, written to `out` (a new tensor,
+ * or the tensor the steps update in place), or, with reduce_op set, its sum or
+ * mean over all elements or over the last dim, which is then never stored. */
 enum { TIDE_FUSED_MAX_STEPS = 16 };
 typedef struct tide_fused_step {
     tide_opcall  c;                      /* op, n_in, compute_dtype, params: what the loop reads */
     tide_ew_loop loop;
+    tide_ew_loop k_loop;                 /* the loop with the last input a constant (binary.c's fused
+                                          * updates), used as eager does when that input has one element */
     int32_t      src[TIDE_OP_MAX_IN];    /* >= 0: external input; < 0: the result of step -src-1 */
+    int32_t      slot;                   /* the block buffer the result goes to */
+    int32_t      writes_out;             /* the op updated out in place (a run that ends updating it) */
 } tide_fused_step;
 typedef struct tide_fused {
-    int32_t         n_steps, n_ext;
+    int32_t         n_steps, n_ext, n_slots;
     int32_t         dtype;               /* compute dtype of every step, and of the result */
+    int32_t         ndim;                /* the shape the steps run over: out's, unless reduced */
+    int64_t         sizes[TIDE_MAX_DIMS];
+    int32_t         reduce_op;           /* -1, or TIDE_OP_sum / TIDE_OP_mean of the last step's result */
+    int32_t         reduce_rows;         /* 1: over the last dim (one result per row); 0: over all */
+    uint32_t        late;                /* bit k: input k is read after a step first updated out */
     tide_fused_step steps[TIDE_FUSED_MAX_STEPS];
 } tide_fused;
 
-/* Runs f over out, reading ext[0 .. f->n_ext) broadcast to out's shape. */
+/* Runs f into out, reading ext[0 .. f->n_ext) broadcast to f's shape. Blocks
+ * write out once, after all their steps; when an input shares out's memory other
+ * than as the same view read before the first update, the steps run one after
+ * the other over whole temporaries instead, each update stored before the next
+ * step reads, as the ops unfused would. Sums and means follow reduce.c's order
+ * (16 lanes, 65536-element chunks, in double), so they equal eager's bit for bit.
+ * Fails only when out of memory. */
 TIDE_INTERNAL tide_status tide_ew_run_fused(const tide_fused * f, tide_tensor * const * ext, tide_tensor * out);
+
+/* The order of float sums (reduce.c, and fused reductions in ew.c): a run of
+ * elements is split into chunks, each summed in LANES interleaved accumulators. */
+enum { TIDE_REDUCE_CHUNK = 65536, TIDE_REDUCE_LANES = 16 };
 
 /* Elements per block of the general (strided or converting) path: the block's
  * buffers stay in L1/L2 while the inner loop runs. */

@@ -13,7 +13,7 @@
 /* Columns per tile of the column kernels, and elements per task of a reduction
  * split along R: partials are combined in a fixed order, so results do not
  * depend on the number of threads. */
-enum { TILE = 256, CHUNK = 65536, LANES = 16 };
+enum { TILE = 256, CHUNK = TIDE_REDUCE_CHUNK, LANES = TIDE_REDUCE_LANES };
 
 /* An accumulator: double for float compute dtypes, int64 for the others. */
 typedef union {
