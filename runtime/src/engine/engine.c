@@ -30,10 +30,13 @@ enum { MAX_DEPS = TIDE_OP_MAX_IN + TIDE_OP_MAX_OUT, MAX_QUEUES = 65 };
 /* Below this cost (elements) a task whose storages are free runs inline. */
 enum { INLINE_COST = 1 << 16 };
 /* Back-pressure: a host thread that has this many ops queued, or ops holding
- * this many bytes, waits until half of them are done, so a loop that enqueues
- * faster than the devices run cannot fill memory with pending results. */
+ * this many bytes (each op counts every storage it touches), waits until half
+ * of them are done, so a loop that enqueues faster than the devices run cannot
+ * fill memory with pending results. At 512 MiB, a loop of ops on 256 KiB
+ * tensors held 300 MiB of queued results; 128 MiB still leaves a hundred such
+ * ops in flight. */
 enum { MAX_PENDING_OPS = 4096 };
-#define MAX_PENDING_BYTES ((int64_t)512 << 20)
+#define MAX_PENDING_BYTES ((int64_t)128 << 20)
 
 typedef struct tide_dep {
     struct op *       op;
