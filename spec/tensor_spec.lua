@@ -284,6 +284,27 @@ describe("conversion and copies", function()
     assert.are_not.equal(t, c)
     assert.is_true(c:is_contiguous())
   end)
+
+  it("copies large transposed matrices (by tiles) element for element", function()
+    -- sizes that are and are not multiples of the 32x32 tile; 4- and 8-byte dtypes;
+    -- a transposed slice (offset, larger stride) and a batch that copies elementwise
+    for _, case in ipairs { { 96, 64, "float32" }, { 100, 77, "float64" }, { 33, 250, "int64" },
+                            { 70, 130, "int32" } } do
+      local m, n, dt = case[1], case[2], case[3]
+      local a = tide.arange(0, m * n):view(m, n):to(dt)
+      local t = a:t():contiguous()
+      assert.are.same({ n, m }, t:shape())
+      local v = t:totable()
+      local ok = true
+      for j = 1, n do for i = 1, m do ok = ok and v[j][i] == (i - 1) * n + (j - 1) end end
+      assert.is_true(ok, dt .. " " .. m .. "x" .. n)
+      local s = a:narrow(2, 3, n - 5):t():contiguous():totable()   -- rows 3..n-3 of the transpose
+      for j = 1, n - 5 do for i = 1, m do ok = ok and s[j][i] == (i - 1) * n + (j + 1) end end
+      assert.is_true(ok, dt .. " slice " .. m .. "x" .. n)
+    end
+    local b = tide.arange(0, 2 * 40 * 60):view(2, 40, 60)
+    H.equal(b:transpose(2, 3):contiguous():transpose(2, 3), b:totable())
+  end)
 end)
 
 describe("elementwise arithmetic", function()

@@ -241,6 +241,12 @@ TIDE_INTERNAL tide_status tide_engine_push(const tide_engine_task * task,
 /* Waits until no pending op uses s; returns its poison status (message set). */
 TIDE_INTERNAL tide_status tide_engine_wait_storage(tide_storage * s);
 
+/* Tracing the steps inside a task (a graph replay's): tide_trace_now() is 0 when
+ * no trace is being recorded, else the start time to pass to tide_trace_step,
+ * which records one event named `name` (static) with `where` as its argument. */
+TIDE_INTERNAL double tide_trace_now(void);
+TIDE_INTERNAL void   tide_trace_step(const char * name, const char * where, double t0);
+
 /* Engine workers running a task now, for the pool's thread budget. */
 TIDE_INTERNAL int32_t tide_engine_busy_workers(void);
 /* CPU execution queues besides the default one (cpu:0 .. cpu:N-1). */

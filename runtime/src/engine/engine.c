@@ -122,7 +122,7 @@ static void origin_of(int32_t id, char * buf, size_t n) {
 typedef struct {
     const char * name;
     char         args[96];
-    int32_t      queue;          /* -1: inline on the caller's thread */
+    int32_t      queue;          /* -1: inline on the caller's thread; -2: a step of a replay */
     double       t0, t1;         /* microseconds */
 } trace_event;
 
@@ -145,22 +145,41 @@ void tide_trace_start(void) {
     atomic_store(&tracing, 1);
 }
 
+static trace_event * trace_slot(void);
+
 static void trace_add(const tide_engine_task * t, int32_t queue, double t0, double t1) {
     pthread_mutex_lock(&trace_lock);
+    trace_event * e = trace_slot();
+    if (e) {
+        e->name = t->name, e->queue = queue, e->t0 = t0, e->t1 = t1;
+        e->args[0] = 0;
+        if (t->describe) t->describe(t->ctx, e->args, sizeof e->args);
+    }
+    pthread_mutex_unlock(&trace_lock);
+}
+
+double tide_trace_now(void) { return atomic_load_explicit(&tracing, memory_order_relaxed) ? now_us() : 0; }
+
+void tide_trace_step(const char * name, const char * where, double t0) {
+    double t1 = now_us();
+    pthread_mutex_lock(&trace_lock);
+    trace_event * e = trace_slot();
+    if (e) {
+        e->name = name, e->queue = -2, e->t0 = t0, e->t1 = t1;
+        snprintf(e->args, sizeof e->args, "%s", where);
+    }
+    pthread_mutex_unlock(&trace_lock);
+}
+
+/* A new event (under trace_lock), or NULL when out of memory. */
+static trace_event * trace_slot(void) {
     if (n_events == cap_events) {
         size_t         ncap = cap_events ? cap_events * 2 : 4096;
         trace_event *  ne   = realloc(events, ncap * sizeof *ne);
-        if (!ne) {
-            pthread_mutex_unlock(&trace_lock);
-            return;
-        }
+        if (!ne) return NULL;
         events = ne, cap_events = ncap;
     }
-    trace_event * e = &events[n_events++];
-    e->name = t->name, e->queue = queue, e->t0 = t0, e->t1 = t1;
-    e->args[0] = 0;
-    if (t->describe) t->describe(t->ctx, e->args, sizeof e->args);
-    pthread_mutex_unlock(&trace_lock);
+    return &events[n_events++];
 }
 
 tide_status tide_trace_stop(const char * path) {
@@ -172,6 +191,7 @@ tide_status tide_trace_stop(const char * path) {
     fprintf(f, "{\"traceEvents\":[\n");
     fprintf(f, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"caller (inline)\"}}");
     fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1,\"args\":{\"name\":\"cpu\"}}");
+    fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":-1,\"args\":{\"name\":\"replay steps\"}}");
     for (int32_t q = 0; q < tide_engine_cpu_queues(); q++)
         fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"args\":{\"name\":\"cpu:%d\"}}",
                 q + 2, q);

@@ -790,7 +790,9 @@ static uint64_t * rng_words(run_ctx * rc) { return (uint64_t *)(rc->roots + rc->
 
 /* Runs step i, with the message naming its op and line on failure. */
 static tide_status run_step(step * s) {
+    double      t0 = tide_trace_now();
     tide_status st = s->fused ? tide_ew_run_fused(s->fused, s->c.in, s->c.out[0]) : s->kernel(&s->c);
+    if (t0 > 0) tide_trace_step(s->op >= 0 ? tide_op_name(s->op) : "fused", s->origin, t0);
     if (st != TIDE_OK) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s (replaying %s captured at %s)", tide_last_error(),

@@ -401,4 +401,7 @@ KERNEL(clamp, LOOPS_F(clamp), LOOPS_I(clamp))
     }
 COPY_LOOP(copy_f32, float) COPY_LOOP(copy_f64, double) COPY_LOOP(copy_i32, int32_t)
 COPY_LOOP(copy_i64, int64_t) COPY_LOOP(copy_u8, uint8_t) COPY_LOOP(copy_b, uint8_t)
-KERNEL(copy, LOOPS_F(copy), LOOPS_I(copy), LOOPS_B(copy))
+const tide_ew_loop tide_loops_copy[TIDE_DTYPE_COUNT] = {LOOPS_F(copy), LOOPS_I(copy), LOOPS_B(copy)};
+tide_status tide_cpu_copy(const tide_opcall * c) {
+    return tide_ew_transpose(c) ? TIDE_OK : tide_ew_run(c, tide_loops_copy, -1);
+}

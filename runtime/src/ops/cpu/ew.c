@@ -152,6 +152,56 @@ static void run_range(void * ctx, int64_t b, int64_t e) {
     }
 }
 
+/* -- transposing copies ------------------------------------------------------------------------ */
+
+/* out[i][j] = in[i + j * s] over rows [b, e) of an M x N result, tile by tile:
+ * within a tile each column is read contiguously and the rows written stay in
+ * L1 (reading contiguously beat writing contiguously, 0.09 against 0.14 ms for
+ * 256x784 floats on one thread). Through the iterator's gather, a transpose ran
+ * at a third of a plain copy's speed. */
+enum { TILE = 32 };
+typedef struct { char * out; const char * in; int64_t M, N, s; size_t esz; } transpose_job;
+
+#define TRANSPOSE_TILES(name, T)                                                                  \
+    static void name(T * restrict out, const T * restrict in, int64_t b, int64_t e, int64_t N,      \
+                     int64_t s) {                                                                    \
+        for (int64_t i0 = b; i0 < e; i0 += TILE) {                                                  \
+            int64_t rows = e - i0 < TILE ? e - i0 : TILE;                                            \
+            for (int64_t j = 0; j < N; j++) {                                                       \
+                const T * restrict x = in + j * s + i0;                                              \
+                T * restrict       o = out + i0 * N + j;                                            \
+                for (int64_t i = 0; i < rows; i++, o += N) *o = x[i];                               \
+            }                                                                                       \
+        }                                                                                           \
+    }
+TRANSPOSE_TILES(transpose_4, uint32_t)
+TRANSPOSE_TILES(transpose_8, uint64_t)
+
+static void transpose_rows(void * ctx, int64_t b, int64_t e) {
+    const transpose_job * t = ctx;
+    if (t->esz == 4) transpose_4((uint32_t *)t->out, (const uint32_t *)t->in, b, e, t->N, t->s);
+    else transpose_8((uint64_t *)t->out, (const uint64_t *)t->in, b, e, t->N, t->s);
+}
+
+bool tide_ew_transpose(const tide_opcall * c) {
+    const tide_tensor * in = c->in[0], * out = c->out[0];
+    size_t              esz = tide_esize(in->dtype_id);
+    if (c->n_in != 1 || in->dtype_id != out->dtype_id || (esz != 4 && esz != 8) || in->nelem != out->nelem ||
+        in->nelem < 2 * TILE * TILE || !tide_tensor_is_contiguous(out))
+        return false;
+    ew_state s;
+    s.n_ops = 2;
+    aligned_strides(out, out->ndim, s.strides[0]);
+    aligned_strides(in, out->ndim, s.strides[1]);
+    coalesce(&s, out->ndim, out->sizes);
+    /* after coalescing: out [M, N] row-major, in running down the rows (stride 1) */
+    if (s.nd != 2 || s.strides[1][0] != 1 || s.strides[0][1] != 1 || s.strides[1][1] < s.sizes[0]) return false;
+    transpose_job t = {tide_tensor_ptr(out), tide_tensor_ptr(in), s.sizes[0], s.sizes[1], s.strides[1][1], esz};
+    int64_t grain = (TIDE_GRAIN / (t.N > 0 ? t.N : 1) + TILE) / TILE * TILE;
+    tide_parallel_for(t.M, grain, TILE, transpose_rows, &t);
+    return true;
+}
+
 tide_status tide_ew_run(const tide_opcall * c, const tide_ew_loop * loops, int32_t out_dtype) {
     int32_t ct = c->compute_dtype;
     tide_ew_loop loop = loops[ct];

@@ -23,6 +23,10 @@ typedef void (*tide_ew_loop)(int64_t n, int64_t index0, void * restrict out, con
  * shape. out_dtype is what the loop writes: -1 for the compute dtype, or a
  * fixed one (TIDE_DTYPE_BOOL for comparisons). A NULL loop is a dtype error. */
 TIDE_INTERNAL tide_status tide_ew_run(const tide_opcall * c, const tide_ew_loop * loops, int32_t out_dtype);
+/* When c copies a transposed matrix into a contiguous one of the same dtype (4 or
+ * 8 bytes an element; autograd's weight gradients), does so by tiles across the
+ * pool and returns true; otherwise returns false and does nothing. */
+TIDE_INTERNAL bool tide_ew_transpose(const tide_opcall * c);
 
 /* A fused kernel: elementwise steps over one shape, run block by block so that
  * what one step makes is still in cache when the next reads it, and memory is read
