@@ -161,6 +161,22 @@ describe("jit replay as one task", function()
     end
   end)
 
+  it("shows its steps in a trace, each with the line that captured it", function()
+    local f = tide.jit.compile(function(x) return (x:matmul(x) + 1):relu() end, { passes = { fuse = false } })
+    local x = tide.randn(8, 8)
+    for _ = 1, 3 do f(x) end
+    local path = os.tmpname()
+    tide.profile(function() f(x); tide.sync() end, path)
+    local fh = assert(io.open(path))
+    local text = fh:read("*a")
+    fh:close()
+    os.remove(path)
+    assert.matches('"name":"replay steps"', text)
+    for _, op in ipairs { "matmul", "add", "relu" } do
+      assert.matches('"name":"' .. op .. '","ph":"X","pid":1,"tid":%-1,[^\n]*jit_exec_spec%.lua:', text)
+    end
+  end)
+
   it("lets a graph go while its replay is still queued", function()
     local f = tide.jit.compile(function(x) return x:matmul(x):sum() end)
     local x = tide.randn(200, 200)
