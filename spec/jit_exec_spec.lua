@@ -161,6 +161,34 @@ describe("jit replay as one task", function()
     end
   end)
 
+  it("makes a value copied into a new tensor in that tensor's memory, and runs no copy", function()
+    local w = tide.randn(6, 4)
+    local elided = tide.jit.compile(function(x)
+      local out = tide.empty(3, 4)
+      out:copy_(x:matmul(w))
+      local flat = tide.empty(12)
+      flat:copy_((x:matmul(w) * 2):view(12))   -- a reshape of the value: the same bytes
+      return out, flat
+    end, { passes = { cse = false } })
+    local kept = tide.jit.compile(function(x)
+      local y = x:matmul(w)
+      local out = tide.empty(3, 4)
+      out:copy_(y)
+      return out, y                              -- y is handed out too: copied
+    end)
+    for _ = 1, 3 do elided(tide.randn(3, 6)); kept(tide.randn(3, 6)) end
+    assert.truthy(plan_line(elided):find("one task of 3 steps", 1, true), plan_line(elided))
+    assert.truthy(plan_line(kept):find("one task of 2 steps", 1, true), plan_line(kept))
+    local x = tide.randn(3, 6)
+    local out, flat = elided(x)
+    assert.are.same(x:matmul(w):totable(), out:totable())
+    assert.are.same((x:matmul(w) * 2):view(12):totable(), flat:totable())
+    local o2, y = kept(x)
+    assert.are.same(x:matmul(w):totable(), o2:totable())
+    assert.are.same(x:matmul(w):totable(), y:totable())
+    assert.are_not.equal(o2, y)
+  end)
+
   it("shows its steps in a trace, each with the line that captured it", function()
     local f = tide.jit.compile(function(x) return (x:matmul(x) + 1):relu() end, { passes = { fuse = false } })
     local x = tide.randn(8, 8)

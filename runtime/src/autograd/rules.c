@@ -259,7 +259,13 @@ static void matmul_grad(tide_grad_ctx * c) {
         return;
     }
     SET(0, B(matmul, g, mT(c, b)));
-    SET(1, B(matmul, mT(c, a), g));
+    /* A 2-d b read with its dims transposed (a Linear weight used as w:t()) gets its
+     * gradient in that layout, as (g^T a)^T, so that the weight's gradient comes out
+     * contiguous: a^T g would need a transposing copy into the weight's layout. */
+    if (na == 2 && nb == 2 && b->strides[0] == 1 && b->strides[1] != 1 && b->sizes[0] > 1 && b->sizes[1] > 1)
+        SET(1, mT(c, B(matmul, mT(c, g), a)));
+    else
+        SET(1, B(matmul, mT(c, a), g));
 }
 GRAD(matmul, SAVE_IN0 | SAVE_IN1) { matmul_grad(c); return TIDE_OK; }
 GRAD(mm, SAVE_IN0 | SAVE_IN1) { matmul_grad(c); return TIDE_OK; }

@@ -104,6 +104,8 @@ typedef struct {
     int32_t *       fresh;    /* per value: fresh root slot (- n_args), or -1 */
     int64_t *       offset;   /* per value: arena offset in bytes, or -1 */
     int32_t *       wave;     /* per node: its wave (schedule), -1 for nodes that run nothing */
+    int32_t *       made_in;  /* per value: the value whose memory it is made in (copy elision), or -1 */
+    bool *          elided;   /* per node: a copy that runs nothing, its source made in place */
     char            why[160];
 } builder;
 
@@ -195,6 +197,7 @@ static bool fail_build(builder * b, const char * why) {
 }
 
 static bool schedule(builder * b);
+static bool elide_copies(builder * b);
 static bool plan_arena(builder * b);
 
 /* Checks what the plan needs (one CPU device, no history to record), then
@@ -227,7 +230,62 @@ static bool classify(builder * b) {
             }
         }
     }
-    return schedule(b) && plan_arena(b);
+    return schedule(b) && elide_copies(b) && plan_arena(b);
+}
+
+/* `t <- copy(v)` where v is a value made by one op (or a reshape of one) only to
+ * be copied into t, a new tensor of the same dtype and size that nothing touches
+ * before: the value is made in t's memory instead, and the copy runs nothing.
+ * (Autograd makes each leaf's gradient such a copy of what computed it.) */
+static bool elide_copies(builder * b) {
+    tide_graph * g  = b->g;
+    size_t       nv = (size_t)(g->n_values > 0 ? g->n_values : 1);
+    int32_t *    touches = calloc(nv, sizeof *touches), * first = malloc(nv * sizeof *first);
+    if (!touches || !first) {
+        free(touches), free(first);
+        return fail_build(b, "out of memory");
+    }
+    for (int32_t id = 0; id < g->n_values; id++) b->made_in[id] = -1, first[id] = -1;
+    for (int32_t i = 0; i < g->n_nodes; i++) {   /* who reads or writes each root's memory, and who first */
+        const tide_gnode * n = &g->nodes[i];
+        if (n->kind == TIDE_GN_VIEW || n->kind == TIDE_GN_EMPTY) continue;   /* they touch no memory */
+        for (int32_t k = 0; k <= n->n_in; k++) {
+            int32_t v = k < n->n_in ? n->in[k] : n->into;
+            if (v < 0) continue;
+            int32_t r = tide_graph_base(g, v);
+            touches[r]++;
+            if (first[r] < 0) first[r] = i;
+        }
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const tide_gnode * n = &g->nodes[i];
+        if (n->kind != TIDE_GN_OP || n->op != TIDE_OP_copy || n->n_in != 1 || n->into < 0) continue;
+        int32_t r = tide_graph_base(g, n->in[0]), t = n->into;
+        const tide_gvalue * vr = &g->values[r], * vt = &g->values[t];
+        if (vr->kind != TIDE_GV_NODE || vt->kind != TIDE_GV_NODE || vr->node < 0 || vt->node < 0 ||
+            tide_graph_base(g, t) != t || touches[r] != 1 || first[t] != i ||
+            g->nodes[vt->node].kind != TIDE_GN_EMPTY || vr->dtype != vt->dtype ||
+            value_bytes(vr) != value_bytes(vt))
+            continue;
+        bool reshaped = true;   /* v is r, or r reshaped: the same bytes in the same order */
+        for (int32_t v = n->in[0]; v != r && reshaped; v = g->nodes[g->values[v].node].in[0]) {
+            const tide_gnode * vn = &g->nodes[g->values[v].node];
+            reshaped = vn->op == TIDE_VIEW_RESHAPE || vn->op == TIDE_VIEW_ALIAS;
+        }
+        for (int32_t k = 0; k < g->n_nodes && reshaped; k++)   /* a gradient itself: handed out */
+            reshaped = !(g->nodes[k].kind == TIDE_GN_SET_GRAD && g->nodes[k].n_in == 2 &&
+                         tide_graph_base(g, g->nodes[k].in[1]) == r);
+        if (!reshaped) continue;
+        const tide_gnode * m = &g->nodes[vr->node];
+        if ((m->kind != TIDE_GN_OP && m->kind != TIDE_GN_FUSED) || m->into >= 0 || m->n_out != 1) continue;
+        bool returned = false;
+        for (int32_t o = 0; o < g->n_outputs; o++) returned |= g->outputs[o] == r;
+        if (returned) continue;
+        b->made_in[r] = t;
+        b->elided[i]  = true;
+    }
+    free(touches), free(first);
+    return true;
 }
 
 /* Puts each node that runs (an op, a fused chain) in a wave: one after every
@@ -309,8 +367,8 @@ static bool plan_arena(builder * b) {
             slots[n_slots++] = (slot){id, (int64_t)(value_bytes(v) + TIDE_ALIGN - 1) / TIDE_ALIGN * TIDE_ALIGN, 0, 0, 0};
             continue;
         }
-        /* values whose node a pass removed are never made */
-        if (v->kind != TIDE_GV_NODE || v->node < 0 || tide_graph_base(g, id) != id) continue;
+        /* values whose node a pass removed are never made; some are made in another's memory */
+        if (v->kind != TIDE_GV_NODE || v->node < 0 || tide_graph_base(g, id) != id || b->made_in[id] >= 0) continue;
         if (escapes[id]) {
             b->fresh[id] = x->n_fresh++;
             continue;
@@ -398,11 +456,27 @@ static bool plan_arena(builder * b) {
     return true;
 }
 
-/* The tensor of a new root value (arena or fresh) made by node i. */
+/* The tensor of a new root value (arena or fresh), or of the value it is made in. */
 static tide_tensor * root_tensor(builder * b, int32_t id) {
     tide_exec *         x = b->x;
     const tide_gvalue * v = &b->g->values[id];
     tide_tensor *       t;
+    if (b->made_in[id] >= 0) {   /* in the memory of `into`, with its own shape */
+        int32_t into = b->made_in[id];
+        if (!b->t[into] && !(b->t[into] = root_tensor(b, into))) return NULL;
+        b->held[id] = b->held[into];
+        b->root[id] = b->root[into];
+        tide_tensor * in = b->t[into];
+        if (in->ndim == v->ndim && !memcmp(in->sizes, v->sizes, (size_t)v->ndim * 8)) return in;
+        if (!(t = header(v, in->storage, in->offset))) return NULL;
+        if (!own(x, t)) {
+            tide_tensor_release(t);
+            return NULL;
+        }
+        if (b->held[id] == HELD_BOUND && !add_bind(x, t, b->root[id], in->offset)) return NULL;
+        return t;
+    }
+    if (b->t[id]) return b->t[id];   /* made early, for a value made in it */
     if (b->fresh[id] >= 0) {
         int32_t r = x->n_args + b->fresh[id];
         t = header(v, x->dummies[r], 0);
@@ -672,7 +746,7 @@ static bool build(builder * b) {
         const tide_gnode * n = &g->nodes[i];
         bool ok = true;
         switch (n->kind) {
-        case TIDE_GN_OP:    ok = build_op(b, i); break;
+        case TIDE_GN_OP:    ok = b->elided[i] || build_op(b, i); break;
         case TIDE_GN_VIEW:  ok = build_view(b, i); break;
         case TIDE_GN_FUSED: ok = build_fused(b, i); break;
         case TIDE_GN_EMPTY: ok = (b->t[n->out[0]] = root_tensor(b, n->out[0])) != NULL; break;
@@ -750,7 +824,7 @@ void tide_exec_release(tide_exec * x) {
 
 tide_exec * tide_exec_plan(tide_graph * g, char * why, size_t n_why) {
     tide_exec * x = calloc(1, sizeof *x);
-    builder     b = {g, x, NULL, NULL, NULL, NULL, NULL, NULL, ""};
+    builder     b = {g, x, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ""};
     size_t      nv = (size_t)(g->n_values > 0 ? g->n_values : 1);
     if (!x) {
         snprintf(why, n_why, "out of memory");
@@ -764,11 +838,14 @@ tide_exec * tide_exec_plan(tide_graph * g, char * why, size_t n_why) {
     b.fresh  = calloc(nv, sizeof *b.fresh);
     b.offset = calloc(nv, sizeof *b.offset);
     b.wave   = calloc((size_t)(g->n_nodes > 0 ? g->n_nodes : 1), sizeof *b.wave);
+    b.made_in = calloc(nv, sizeof *b.made_in);
+    b.elided  = calloc((size_t)(g->n_nodes > 0 ? g->n_nodes : 1), sizeof *b.elided);
     int32_t off = tide_grad_off;
     tide_grad_off = 1;   /* views made here record no autograd history */
-    bool ok = b.t && b.held && b.root && b.fresh && b.offset && b.wave ? build(&b) : fail_build(&b, "out of memory");
+    bool ok = b.t && b.held && b.root && b.fresh && b.offset && b.wave && b.made_in && b.elided
+                  ? build(&b) : fail_build(&b, "out of memory");
     tide_grad_off = off;
-    free(b.t), free(b.held), free(b.root), free(b.fresh), free(b.offset), free(b.wave);
+    free(b.t), free(b.held), free(b.root), free(b.fresh), free(b.offset), free(b.wave), free(b.made_in), free(b.elided);
     if (!ok) {
         snprintf(why, n_why, "%s", b.why);
         tide_exec_release(x);
