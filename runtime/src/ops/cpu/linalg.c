@@ -225,7 +225,7 @@ static void run_float(problem * p) {
      * on cores the pool lends while it idles. Splitting a product into
      * single-threaded GEMMs instead packs each operand once per piece, and
      * OpenBLAS's single-threaded driver is slow when its M (our n) is at most
-     * its P block (measured on a Zen 2 EPYC with Haswell kernels, n = 256:
+     * its P block (measured on a Zen 1 EPYC with Haswell kernels, n = 256:
      * 8 GFLOP/s on one thread, 30 on two of its own, 13 as two pieces). */
     if (p->nbatch < threads && (double)p->m * (double)p->n * (double)p->k >= GEMM_GRAIN) {
         int32_t lent = tide_pool_lend();

@@ -156,7 +156,7 @@ static inline float f32_log1p(float x) {
  * |x| clamped to 10 (the formula gives 1 there, as tanh does in float32 from
  * 9.01 on), where exp needs a single scaling. Two selects in all: half the
  * instructions of clamping and blending each case (3.1 -> 2.0 ns per element
- * on one Zen 2 core), and as accurate: the same polynomials. */
+ * on one Zen 1 core), and as accurate: the same polynomials. */
 static inline float f32_tanh(float x) {
     uint32_t sign = f2u(x) & 0x80000000u;
     float    a = u2f(f2u(x) & 0x7fffffffu);
