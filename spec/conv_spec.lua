@@ -416,6 +416,22 @@ describe("conv2d", function()
     close(nn.conv2d(tensor(xv, xs, "float32"), tensor(wv, ws, "float32"), nil, { padding = 1 }), yv, ys, 1e-5, 1e-4)
   end)
 
+  it("runs a wide layer's per-image GEMMs on OpenBLAS's threads, to the reference", function()
+    -- 64 x 196 x 288 multiply-adds per image: images one after the other, each GEMM threaded
+    local xs, ws, opts = { 3, 32, 14, 14 }, { 64, 32, 3, 3 }, { padding = 1 }
+    local g = conv_geom(xs, ws, opts)
+    local xv, wv = values(xs), values(ws)
+    local yv, ys = ref_conv(xv, wv, nil, g)
+    local gyv = values(ys)
+    for _, dtype in ipairs { "float64", "float32" } do
+      local x, w, gy = tensor(xv, xs, dtype), tensor(wv, ws, dtype), tensor(gyv, ys, dtype)
+      local rt, at = dtype == "float64" and 1e-12 or 1e-5, dtype == "float64" and 1e-11 or 1e-3
+      close(nn.conv2d(x, w, nil, opts), yv, ys, rt, at, dtype)
+      close(nn.conv2d_backward_input(gy, w, xs, opts), ref_conv_grad_input(gyv, wv, g), xs, rt, at, dtype)
+      close(nn.conv2d_backward_weight(gy, x, ws, opts), ref_conv_grad_weight(gyv, xv, g), ws, rt, 4 * at, dtype)
+    end
+  end)
+
   it("computes float16 inputs in float32", function()
     local xs, ws = { 1, 2, 5, 5 }, { 3, 2, 3, 3 }
     local g = conv_geom(xs, ws, { padding = 1 })

@@ -1,7 +1,7 @@
 /*
  * blas.c - the GEMM behind matmul: OpenBLAS, loaded with dlopen() at start
  * (libtide does not link it), single-threaded except while a caller holds
- * cores lent by Tide's pool (tide_blas_threads_begin); or, when OpenBLAS
+ * cores lent by Tide's pool (tide_blas_lend_begin); or, when OpenBLAS
  * cannot be loaded or gives wrong results, a built-in blocked GEMM. Picks OpenBLAS's kernel set
  * from cpuid (Debian's 0.3.21 may not know recent CPUs and fall back to slow
  * Prescott kernels), checks one product once, and reports what is in use.
@@ -134,20 +134,26 @@ BUILTIN_GEMM(builtin_dgemm, double)
  * shared; a threaded call holds it exclusively, so no serial call ever runs
  * while the count is above 1. */
 static pthread_rwlock_t   threads_lock = PTHREAD_RWLOCK_INITIALIZER;
-static _Thread_local bool threaded;   /* this thread is between tide_blas_threads_begin and _end */
+static _Thread_local bool threaded;   /* this thread is between tide_blas_lend_begin and _end */
 
-bool tide_blas_threads_begin(int32_t n) {
-    if (!blas.lib || n < 2) return false;
+bool tide_blas_lend_begin(void) {
+    if (!blas.lib) return false;
+    int32_t n = tide_pool_lend();
+    if (n < 2) {
+        if (n > 0) tide_pool_unlend();
+        return false;
+    }
     pthread_rwlock_wrlock(&threads_lock);
     blas.set_threads(n);
     threaded = true;
     return true;
 }
 
-void tide_blas_threads_end(void) {
+void tide_blas_lend_end(void) {
     blas.set_threads(1);
     threaded = false;
     pthread_rwlock_unlock(&threads_lock);
+    tide_pool_unlend();
 }
 
 /* -- the entry points ---------------------------------------------------------------------- */

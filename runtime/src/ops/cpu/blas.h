@@ -3,7 +3,7 @@
  * to OpenBLAS (loaded at run time, single-threaded) or to a built-in blocked
  * GEMM when OpenBLAS cannot be loaded. Splitting work across threads is the
  * caller's job (linalg.c): every call runs on the calling thread, unless the
- * caller lent it OpenBLAS's threads with tide_blas_threads_begin.
+ * caller lends it the pool's cores (tide_blas_lend_begin).
  */
 #ifndef TIDE_BLAS_H
 #define TIDE_BLAS_H
@@ -22,11 +22,12 @@ TIDE_INTERNAL void tide_blas_dgemm(bool trans_a, bool trans_b, int64_t m, int64_
                                    const double * a, int64_t lda, const double * b, int64_t ldb, double beta,
                                    double * c, int64_t ldc);
 
-/* Lets this thread's GEMM calls run on n threads of OpenBLAS's own, cores the
- * caller has lent from the pool (tide_pool_lend), until tide_blas_threads_end().
- * Returns false, changing nothing, when the built-in GEMM is in use or n < 2.
+/* Lets this thread's GEMM calls run on OpenBLAS's own threads, one per core
+ * the pool lends (tide_pool_lend), until tide_blas_lend_end(). Returns false,
+ * holding nothing, when the built-in GEMM is in use or no cores can be lent
+ * (one thread set; a pool worker or a cpu:N queue, whose kernels run serially).
  * Other threads' GEMM calls wait meanwhile: OpenBLAS's thread count is global. */
-TIDE_INTERNAL bool tide_blas_threads_begin(int32_t n);
-TIDE_INTERNAL void tide_blas_threads_end(void);
+TIDE_INTERNAL bool tide_blas_lend_begin(void);
+TIDE_INTERNAL void tide_blas_lend_end(void);
 
 #endif /* TIDE_BLAS_H */

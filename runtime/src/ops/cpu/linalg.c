@@ -228,17 +228,14 @@ static void run_float(problem * p) {
      * its P block (measured on a Zen 1 EPYC with Haswell kernels, n = 256:
      * 8 GFLOP/s on one thread, 30 on two of its own, 13 as two pieces). */
     if (p->nbatch < threads && (double)p->m * (double)p->n * (double)p->k >= GEMM_GRAIN) {
-        int32_t lent = tide_pool_lend();
-        if (lent > 0 && tide_blas_threads_begin(lent)) {
+        if (tide_blas_lend_begin()) {
             p->split_n = false;
             p->chunks  = 1;
             p->chunk   = p->m;
             range(p, 0, p->nbatch);
-            tide_blas_threads_end();
-            tide_pool_unlend();
+            tide_blas_lend_end();
             return;
         }
-        if (lent > 0) tide_pool_unlend();
     }
     /* Few batches: split each product into blocks of the larger output side,
      * so every thread runs one single-threaded GEMM of a share of the work. */
