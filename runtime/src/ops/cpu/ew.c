@@ -600,6 +600,52 @@ static bool same_view(const tide_tensor * a, const tide_tensor * b) {
            !memcmp(a->strides, b->strides, (size_t)a->ndim * sizeof(int64_t));
 }
 
+/* A chain over a few elements (a replay of scalars) that updates nothing in
+ * place: each step's loop once, its result kept on the stack, with none of the
+ * set-up per operand that blocks of large tensors pay for (that set-up was
+ * ~100 ns per op of a chain of 1-element adds). false: not such a chain. */
+enum { TINY_FUSED = 16 };
+static bool run_fused_tiny(const tide_fused * f, tide_tensor * const * ext, tide_tensor * out, int64_t n) {
+    if (n > TINY_FUSED || f->reduce_op >= 0 || f->late || f->n_ext > TIDE_OP_MAX_IN || out->dtype_id != f->dtype ||
+        !tide_tensor_is_contiguous(out))
+        return false;
+    for (int32_t i = 0; i < f->n_steps; i++)
+        if (f->steps[i].writes_out) return false;
+    size_t       esz = tide_esize(f->dtype);
+    const void * ptr[TIDE_OP_MAX_IN];
+    _Alignas(64) char rep[TIDE_OP_MAX_IN][TINY_FUSED * 8], res[TIDE_FUSED_MAX_STEPS][TINY_FUSED * 8];
+    for (int32_t k = 0; k < f->n_ext; k++) {
+        const tide_tensor * t = ext[k];
+        if (overlaps(t, out)) return false;
+        if (t->nelem == n && t->dtype_id == f->dtype && tide_tensor_is_contiguous(t)) {
+            ptr[k] = tide_tensor_ptr(t);
+        } else if (t->nelem == 1) {   /* broadcast (a Lua number, say): converted, repeated */
+            tide_convert(rep[k], f->dtype, 1, tide_tensor_ptr(t), t->dtype_id, 1, 1);
+            for (int64_t i = 1; i < n; i++) memcpy(rep[k] + i * (int64_t)esz, rep[k], esz);
+            ptr[k] = rep[k];
+        } else {
+            return false;
+        }
+    }
+    for (int32_t i = 0; i < f->n_steps; i++) {
+        const tide_fused_step * step = &f->steps[i];
+        const tide_opcall *     c    = &step->c;
+        tide_ew_loop            loop = step->loop;
+        int32_t                 ni   = c->n_in, last = step->src[ni - 1];
+        tide_opcall             k_call;
+        if (step->k_loop && last >= 0 && ext[last]->nelem == 1) {   /* as binary.c's scalar_last */
+            k_call = *c;
+            k_call.n_in--;
+            tide_convert(k_call.p.scalars, f->dtype, 1, tide_tensor_ptr(ext[last]), ext[last]->dtype_id, 1, 1);
+            c = &k_call, loop = step->k_loop, ni--;
+        }
+        const void * in[TIDE_OP_MAX_IN];
+        for (int32_t k = 0; k < ni; k++) in[k] = step->src[k] >= 0 ? ptr[step->src[k]] : res[-step->src[k] - 1];
+        loop(n, 0, i == f->n_steps - 1 ? tide_tensor_ptr(out) : res[i], in, c);
+    }
+    return true;
+}
+
 tide_status tide_ew_run_fused(const tide_fused * f, tide_tensor * const * ext, tide_tensor * out) {
     bool    reduce = f->reduce_op >= 0;
     int64_t n      = 1;
@@ -608,6 +654,7 @@ tide_status tide_ew_run_fused(const tide_fused * f, tide_tensor * const * ext, t
         for (int64_t r = 0; reduce && r < out->nelem; r++) store_row(f, out, 0, r, 0.0);
         return TIDE_OK;
     }
+    if (run_fused_tiny(f, ext, out, n)) return TIDE_OK;
     fused_state * fs = calloc(1, sizeof *fs);
     if (!fs) return tide_error_set(TIDE_E_OOM, "fused kernel: out of memory (%d steps over %lld elements)",
                                    f->n_steps, (long long)n);
