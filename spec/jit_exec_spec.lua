@@ -189,6 +189,24 @@ describe("jit replay as one task", function()
     assert.are_not.equal(o2, y)
   end)
 
+  it("keeps a value in memory of its own when a view of it is handed out, though it is also copied", function()
+    local w = tide.randn(6, 4)
+    local f = tide.jit.compile(function(x)
+      local y = x:matmul(w)
+      local out = tide.empty(3, 4)
+      out:copy_(y)
+      return y:view(12), out:sum()
+    end, { passes = { cse = false } })
+    local xs, got = {}, {}
+    for i = 1, 5 do
+      xs[i] = tide.randn(3, 6)
+      got[i] = f(xs[i])   -- kept while later replays run
+    end
+    for i = 1, 5 do
+      assert.are.same(xs[i]:matmul(w):view(12):totable(), got[i]:totable())
+    end
+  end)
+
   it("shows its steps in a trace, each with the line that captured it", function()
     local f = tide.jit.compile(function(x) return (x:matmul(x) + 1):relu() end, { passes = { fuse = false } })
     local x = tide.randn(8, 8)

@@ -106,6 +106,7 @@ typedef struct {
     int32_t *       wave;     /* per node: its wave (schedule), -1 for nodes that run nothing */
     int32_t *       made_in;  /* per value: the value whose memory it is made in (copy elision), or -1 */
     bool *          elided;   /* per node: a copy that runs nothing, its source made in place */
+    bool *          escapes;  /* per root value: handed out by a replay (a result, a gradient, or a view of one) */
     char            why[160];
 } builder;
 
@@ -215,6 +216,11 @@ static bool classify(builder * b) {
         else if (v->dev.index != x->dev.index) return fail_build(b, "its values are on several devices");
     }
     if (!have_dev) x->dev = (tide_device){TIDE_DEVICE_CPU, -1};
+    /* what a replay hands out needs memory of its own: results and gradients */
+    for (int32_t i = 0; i < g->n_outputs; i++) b->escapes[tide_graph_base(g, g->outputs[i])] = true;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].kind == TIDE_GN_SET_GRAD && g->nodes[i].n_in == 2)
+            b->escapes[tide_graph_base(g, g->nodes[i].in[1])] = true;
     /* A graph that ran its own backward replays with autograd off. Otherwise a
      * node that recorded history at capture (grad on, an input requiring grad)
      * must record it again, which only the node-by-node replay does. */
@@ -263,7 +269,7 @@ static bool elide_copies(builder * b) {
         int32_t r = tide_graph_base(g, n->in[0]), t = n->into;
         const tide_gvalue * vr = &g->values[r], * vt = &g->values[t];
         if (vr->kind != TIDE_GV_NODE || vt->kind != TIDE_GV_NODE || vr->node < 0 || vt->node < 0 ||
-            tide_graph_base(g, t) != t || touches[r] != 1 || first[t] != i ||
+            tide_graph_base(g, t) != t || b->escapes[r] || touches[r] != 1 || first[t] != i ||
             g->nodes[vt->node].kind != TIDE_GN_EMPTY || vr->dtype != vt->dtype ||
             value_bytes(vr) != value_bytes(vt))
             continue;
@@ -272,15 +278,9 @@ static bool elide_copies(builder * b) {
             const tide_gnode * vn = &g->nodes[g->values[v].node];
             reshaped = vn->op == TIDE_VIEW_RESHAPE || vn->op == TIDE_VIEW_ALIAS;
         }
-        for (int32_t k = 0; k < g->n_nodes && reshaped; k++)   /* a gradient itself: handed out */
-            reshaped = !(g->nodes[k].kind == TIDE_GN_SET_GRAD && g->nodes[k].n_in == 2 &&
-                         tide_graph_base(g, g->nodes[k].in[1]) == r);
         if (!reshaped) continue;
         const tide_gnode * m = &g->nodes[vr->node];
         if ((m->kind != TIDE_GN_OP && m->kind != TIDE_GN_FUSED) || m->into >= 0 || m->n_out != 1) continue;
-        bool returned = false;
-        for (int32_t o = 0; o < g->n_outputs; o++) returned |= g->outputs[o] == r;
-        if (returned) continue;
         b->made_in[r] = t;
         b->elided[i]  = true;
     }
@@ -339,27 +339,22 @@ static bool plan_arena(builder * b) {
     tide_graph * g  = b->g;
     tide_exec *  x  = b->x;
     size_t       nv = (size_t)(g->n_values > 0 ? g->n_values : 1);
-    bool *    escapes = calloc(nv, sizeof *escapes);
+    const bool * escapes = b->escapes;
     slot *    slots   = malloc(nv * sizeof *slots);
     int32_t * at      = malloc(nv * sizeof *at);        /* value -> its slot, or -1 */
     int32_t * owner   = malloc(nv * sizeof *owner);     /* slot -> the slot whose bytes it takes */
     int32_t * touches = calloc(nv, sizeof *touches);    /* slot -> nodes touching it in its last wave */
-    if (!escapes || !slots || !at || !owner || !touches) {
-        free(escapes), free(slots), free(at), free(owner), free(touches);
+    if (!slots || !at || !owner || !touches) {
+        free(slots), free(at), free(owner), free(touches);
         return fail_build(b, "out of memory");
     }
-    /* what a replay hands out needs memory of its own: results and gradients */
-    for (int32_t i = 0; i < g->n_outputs; i++) escapes[tide_graph_base(g, g->outputs[i])] = true;
-    for (int32_t i = 0; i < g->n_nodes; i++)
-        if (g->nodes[i].kind == TIDE_GN_SET_GRAD && g->nodes[i].n_in == 2)
-            escapes[tide_graph_base(g, g->nodes[i].in[1])] = true;
     int32_t n_slots = 0;
     for (int32_t id = 0; id < g->n_values; id++) {
         const tide_gvalue * v = &g->values[id];
         at[id] = -1;
         if (v->init) {   /* a constant written in place: a copy of its first contents in the arena */
             if (escapes[id]) {
-                free(escapes), free(slots), free(at), free(owner), free(touches);
+                free(slots), free(at), free(owner), free(touches);
                 return fail_build(b, "it returns a constant that it also writes in place");
             }
             owner[n_slots] = n_slots;
@@ -421,7 +416,7 @@ static bool plan_arena(builder * b) {
     int32_t n_own = 0;
     slot *  own_slots = malloc((size_t)(n_slots > 0 ? n_slots : 1) * sizeof *own_slots);
     if (!own_slots) {
-        free(escapes), free(slots), free(at), free(owner), free(touches);
+        free(slots), free(at), free(owner), free(touches);
         return fail_build(b, "out of memory");
     }
     for (int32_t i = 0; i < n_slots; i++)
@@ -442,7 +437,7 @@ static bool plan_arena(builder * b) {
                           nd->origin[0] ? nd->origin : "?");
         if (w > 0) used = used + (size_t)w < sizeof x->largest ? used + (size_t)w : sizeof x->largest - 1;
     }
-    free(escapes), free(slots), free(at), free(owner), free(touches), free(own_slots);
+    free(slots), free(at), free(owner), free(touches), free(own_slots);
     if (x->arena_bytes < 0) return fail_build(b, "out of memory");
     x->fresh_value = malloc((size_t)(x->n_fresh > 0 ? x->n_fresh : 1) * sizeof *x->fresh_value);
     x->fresh_meta  = malloc((size_t)(x->n_fresh > 0 ? x->n_fresh : 1) * sizeof *x->fresh_meta);
@@ -824,7 +819,7 @@ void tide_exec_release(tide_exec * x) {
 
 tide_exec * tide_exec_plan(tide_graph * g, char * why, size_t n_why) {
     tide_exec * x = calloc(1, sizeof *x);
-    builder     b = {g, x, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ""};
+    builder     b = {g, x, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ""};
     size_t      nv = (size_t)(g->n_values > 0 ? g->n_values : 1);
     if (!x) {
         snprintf(why, n_why, "out of memory");
@@ -840,12 +835,14 @@ tide_exec * tide_exec_plan(tide_graph * g, char * why, size_t n_why) {
     b.wave   = calloc((size_t)(g->n_nodes > 0 ? g->n_nodes : 1), sizeof *b.wave);
     b.made_in = calloc(nv, sizeof *b.made_in);
     b.elided  = calloc((size_t)(g->n_nodes > 0 ? g->n_nodes : 1), sizeof *b.elided);
+    b.escapes = calloc(nv, sizeof *b.escapes);
     int32_t off = tide_grad_off;
     tide_grad_off = 1;   /* views made here record no autograd history */
-    bool ok = b.t && b.held && b.root && b.fresh && b.offset && b.wave && b.made_in && b.elided
+    bool ok = b.t && b.held && b.root && b.fresh && b.offset && b.wave && b.made_in && b.elided && b.escapes
                   ? build(&b) : fail_build(&b, "out of memory");
     tide_grad_off = off;
     free(b.t), free(b.held), free(b.root), free(b.fresh), free(b.offset), free(b.wave), free(b.made_in), free(b.elided);
+    free(b.escapes);
     if (!ok) {
         snprintf(why, n_why, "%s", b.why);
         tide_exec_release(x);
