@@ -139,12 +139,6 @@ static bool add_bind(tide_exec * x, tide_tensor * t, int32_t root, int64_t delta
     return true;
 }
 
-static size_t value_bytes(const tide_gvalue * v) {
-    int64_t n = 1;
-    for (int32_t i = 0; i < v->ndim; i++) n *= v->sizes[i];
-    return (size_t)n * tide_dtype_size(v->dtype);
-}
-
 /* A contiguous header for value v over storage s at element offset `off`. */
 static tide_tensor * header(const tide_gvalue * v, tide_storage * s, int64_t off) {
     tide_tensor * t = tide_tensor_alloc_header(s, v->dtype);
@@ -271,7 +265,7 @@ static bool elide_copies(builder * b) {
         if (vr->kind != TIDE_GV_NODE || vt->kind != TIDE_GV_NODE || vr->node < 0 || vt->node < 0 ||
             tide_graph_base(g, t) != t || b->escapes[r] || touches[r] != 1 || first[t] != i ||
             g->nodes[vt->node].kind != TIDE_GN_EMPTY || vr->dtype != vt->dtype ||
-            value_bytes(vr) != value_bytes(vt))
+            tide_graph_value_bytes(vr) != tide_graph_value_bytes(vt))
             continue;
         bool reshaped = true;   /* v is r, or r reshaped: the same bytes in the same order */
         for (int32_t v = n->in[0]; v != r && reshaped; v = g->nodes[g->values[v].node].in[0]) {
@@ -359,7 +353,7 @@ static bool plan_arena(builder * b) {
             }
             owner[n_slots] = n_slots;
             at[id] = n_slots;
-            slots[n_slots++] = (slot){id, (int64_t)(value_bytes(v) + TIDE_ALIGN - 1) / TIDE_ALIGN * TIDE_ALIGN, 0, 0, 0};
+            slots[n_slots++] = (slot){id, (int64_t)(tide_graph_value_bytes(v) + TIDE_ALIGN - 1) / TIDE_ALIGN * TIDE_ALIGN, 0, 0, 0};
             continue;
         }
         /* values whose node a pass removed are never made; some are made in another's memory */
@@ -371,7 +365,7 @@ static bool plan_arena(builder * b) {
         int32_t w = b->wave[v->node] >= 0 ? b->wave[v->node] : 0;   /* an empty node: from the start */
         owner[n_slots] = n_slots;
         at[id] = n_slots;
-        slots[n_slots++] = (slot){id, (int64_t)(value_bytes(v) + TIDE_ALIGN - 1) / TIDE_ALIGN * TIDE_ALIGN, w, w, 0};
+        slots[n_slots++] = (slot){id, (int64_t)(tide_graph_value_bytes(v) + TIDE_ALIGN - 1) / TIDE_ALIGN * TIDE_ALIGN, w, w, 0};
     }
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const tide_gnode * n = &g->nodes[i];
@@ -426,15 +420,10 @@ static bool plan_arena(builder * b) {
     for (int32_t i = 0; i < n_slots; i++) b->offset[slots[i].id] = b->offset[slots[owner[i]].id];
     size_t used = 0;
     for (int32_t i = 0; i < n_own && i < 5 && used + 1 < sizeof x->largest; i++) {
-        const tide_gvalue * v  = &g->values[own_slots[i].id];
-        if (v->node < 0) continue;   /* a restored constant */
-        const tide_gnode *  nd = &g->nodes[v->node];
-        char shape[128];
-        int  w = snprintf(x->largest + used, sizeof x->largest - used, "%s%.2f MiB: %s %s made by '%s' at %s",
-                          i ? "; " : "", (double)value_bytes(v) / 1048576.0, tide_dtype_name(v->dtype),
-                          tide_dims_str(v->ndim, v->sizes, shape, sizeof shape),
-                          nd->kind == TIDE_GN_OP ? tide_op_name(nd->op) : nd->kind == TIDE_GN_FUSED ? "fused" : "empty",
-                          nd->origin[0] ? nd->origin : "?");
+        if (g->values[own_slots[i].id].node < 0) continue;   /* a restored constant */
+        char line[384];
+        tide_graph_value_line(g, own_slots[i].id, line, sizeof line);
+        int  w = snprintf(x->largest + used, sizeof x->largest - used, "%s%s", used ? "; " : "", line);
         if (w > 0) used = used + (size_t)w < sizeof x->largest ? used + (size_t)w : sizeof x->largest - 1;
     }
     free(slots), free(at), free(owner), free(touches), free(own_slots);
@@ -1064,7 +1053,7 @@ tide_status tide_exec_replay(tide_exec * x, tide_tensor * const * args, tide_ten
 
 int64_t tide_exec_peak_bytes(const tide_exec * x) {
     int64_t n = x->arena_bytes;
-    for (int32_t f = 0; f < x->n_fresh; f++) n += (int64_t)value_bytes(&x->fresh_meta[f]);
+    for (int32_t f = 0; f < x->n_fresh; f++) n += (int64_t)tide_graph_value_bytes(&x->fresh_meta[f]);
     return n;
 }
 const char * tide_exec_largest(const tide_exec * x) { return x->largest; }

@@ -789,10 +789,19 @@ const char * tide_graph_describe(tide_graph * g) {
 
 /* -- memory statistics -------------------------------------------------------------------------- */
 
-static size_t value_bytes(const tide_gvalue * v) {
+size_t tide_graph_value_bytes(const tide_gvalue * v) {
     int64_t n = 1;
     for (int32_t d = 0; d < v->ndim; d++) n *= v->sizes[d];
     return (size_t)n * tide_dtype_size(v->dtype);
+}
+
+int tide_graph_value_line(const tide_graph * g, int32_t id, char * buf, size_t n) {
+    const tide_gvalue * v  = &g->values[id];
+    const tide_gnode *  nd = &g->nodes[v->node];
+    char shape[128];
+    return snprintf(buf, n, "%.2f MiB: %s %s made by '%s' at %s", (double)tide_graph_value_bytes(v) / 1048576.0,
+                    tide_dtype_name(v->dtype), tide_dims_str(v->ndim, v->sizes, shape, sizeof shape),
+                    tide_graph_node_name(nd->kind, nd->op), nd->origin[0] ? nd->origin : "?");
 }
 
 /* Whether value id has memory of its own: made by an op or an empty node (views have none). */
@@ -829,7 +838,7 @@ tide_status tide_graph_memory(tide_graph * g, int64_t * peak_bytes, char * large
     for (int32_t at = 0; at < g->n_nodes; at++) {   /* quadratic, but only when asked */
         int64_t live = 0;
         for (int32_t id = 0; id < g->n_values; id++)
-            if (held_at(g, id, at, is_out)) live += (int64_t)value_bytes(&g->values[id]);
+            if (held_at(g, id, at, is_out)) live += (int64_t)tide_graph_value_bytes(&g->values[id]);
         if (live > peak) peak = live, peak_at = at;
     }
     *peak_bytes = peak;
@@ -839,16 +848,13 @@ tide_status tide_graph_memory(tide_graph * g, int64_t * peak_bytes, char * large
         int32_t best = -1;
         for (int32_t id = 0; id < g->n_values; id++)
             if (!shown[id] && held_at(g, id, peak_at, is_out) &&
-                (best < 0 || value_bytes(&g->values[id]) > value_bytes(&g->values[best])))
+                (best < 0 || tide_graph_value_bytes(&g->values[id]) > tide_graph_value_bytes(&g->values[best])))
                 best = id;
         if (best < 0) break;
         shown[best] = true;
-        const tide_gvalue * v  = &g->values[best];
-        const tide_gnode *  nd = &g->nodes[v->node];
-        char shape[128];
-        put(&t, "%s%.2f MiB: %s %s made by '%s' at %s", k ? "; " : "", (double)value_bytes(v) / 1048576.0,
-            tide_dtype_name(v->dtype), tide_dims_str(v->ndim, v->sizes, shape, sizeof shape),
-            nd->kind == TIDE_GN_OP ? tide_op_name(nd->op) : nd->kind == TIDE_GN_FUSED ? "fused" : "empty", nd->origin[0] ? nd->origin : "?");
+        char line[384];
+        tide_graph_value_line(g, best, line, sizeof line);
+        put(&t, "%s%s", k ? "; " : "", line);
     }
     free(is_out), free(shown);
     return TIDE_OK;

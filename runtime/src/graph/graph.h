@@ -143,6 +143,10 @@ TIDE_INTERNAL int32_t      tide_exec_num_waves(const tide_exec * x);
 TIDE_INTERNAL int32_t       tide_graph_trace_code(const tide_gnode * n);
 /* A node's name in listings and messages: the op's, a view's kind, "fused", ... */
 TIDE_INTERNAL const char *  tide_graph_node_name(int32_t kind, int32_t op);
+/* The bytes of value v's elements; and a line naming value id (made by a node)
+ * for memory reports: "1.50 MiB: float32 [3, 4] made by 'matmul' at f.lua:7". */
+TIDE_INTERNAL size_t        tide_graph_value_bytes(const tide_gvalue * v);
+TIDE_INTERNAL int           tide_graph_value_line(const tide_graph * g, int32_t id, char * buf, size_t n);
 /* Fused node n pushed to the engine over in -> out (the node-by-node replays'). */
 TIDE_INTERNAL tide_status   tide_graph_run_fused(const tide_gnode * n, tide_tensor * const * in, tide_tensor * out);
 /* check.c: the eager run recorded node(s) up to g->n_nodes: compares them; it made
