@@ -63,8 +63,7 @@ struct tide_exec {
     atomic_int      refcount;          /* the graph's, and each pending replay's */
     tide_device     dev;
     int32_t         n_args, n_fresh;
-    int32_t *       fresh_value;       /* each fresh root's value id (shape, dtype) */
-    tide_gvalue *   fresh_meta;        /* copies of those values */
+    tide_gvalue *   fresh_meta;        /* each fresh root's value (shape, dtype) */
     tide_storage *  arena;
     int64_t         arena_bytes;
     step *          steps;             /* by wave, then node */
@@ -162,6 +161,11 @@ static int by_size(const void * a, const void * b) {
 static int by_offset(const void * a, const void * b) {
     const slot * x = *(const slot * const *)a, * y = *(const slot * const *)b;
     return (x->off > y->off) - (x->off < y->off);
+}
+
+/* Value v's bytes in the arena: rounded up so that every value starts aligned. */
+static int64_t slot_size(const tide_gvalue * v) {
+    return (int64_t)(tide_graph_value_bytes(v) + TIDE_ALIGN - 1) / TIDE_ALIGN * TIDE_ALIGN;
 }
 
 static int64_t place(slot * s, int32_t n) {
@@ -353,7 +357,7 @@ static bool plan_arena(builder * b) {
             }
             owner[n_slots] = n_slots;
             at[id] = n_slots;
-            slots[n_slots++] = (slot){id, (int64_t)(tide_graph_value_bytes(v) + TIDE_ALIGN - 1) / TIDE_ALIGN * TIDE_ALIGN, 0, 0, 0};
+            slots[n_slots++] = (slot){id, slot_size(v), 0, 0, 0};
             continue;
         }
         /* values whose node a pass removed are never made; some are made in another's memory */
@@ -365,7 +369,7 @@ static bool plan_arena(builder * b) {
         int32_t w = b->wave[v->node] >= 0 ? b->wave[v->node] : 0;   /* an empty node: from the start */
         owner[n_slots] = n_slots;
         at[id] = n_slots;
-        slots[n_slots++] = (slot){id, (int64_t)(tide_graph_value_bytes(v) + TIDE_ALIGN - 1) / TIDE_ALIGN * TIDE_ALIGN, w, w, 0};
+        slots[n_slots++] = (slot){id, slot_size(v), w, w, 0};
     }
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const tide_gnode * n = &g->nodes[i];
@@ -428,13 +432,11 @@ static bool plan_arena(builder * b) {
     }
     free(slots), free(at), free(owner), free(touches), free(own_slots);
     if (x->arena_bytes < 0) return fail_build(b, "out of memory");
-    x->fresh_value = malloc((size_t)(x->n_fresh > 0 ? x->n_fresh : 1) * sizeof *x->fresh_value);
-    x->fresh_meta  = malloc((size_t)(x->n_fresh > 0 ? x->n_fresh : 1) * sizeof *x->fresh_meta);
-    if (!x->fresh_value || !x->fresh_meta) return fail_build(b, "out of memory");
+    x->fresh_meta = malloc((size_t)(x->n_fresh > 0 ? x->n_fresh : 1) * sizeof *x->fresh_meta);
+    if (!x->fresh_meta) return fail_build(b, "out of memory");
     for (int32_t id = 0; id < g->n_values; id++)
         if (b->fresh[id] >= 0) {
-            x->fresh_value[b->fresh[id]] = id;
-            x->fresh_meta[b->fresh[id]]  = g->values[id];
+            x->fresh_meta[b->fresh[id]]   = g->values[id];
             x->fresh_meta[b->fresh[id]].t = NULL;
         }
     return true;
@@ -481,21 +483,26 @@ static tide_tensor * root_tensor(builder * b, int32_t id) {
     return t;
 }
 
-static step * new_step(builder * b, int32_t node) {
-    tide_exec *        x = b->x;
-    const tide_gnode * n = &b->g->nodes[node];
-    step *             s = realloc(x->steps, (size_t)(x->n_steps + 1) * sizeof *s);
+/* A new step of unit `unit` in wave `wave`, after the steps made before it. */
+static step * add_step(tide_exec * x, int32_t op, int32_t wave, int32_t unit, const char * origin) {
+    step * s = realloc(x->steps, (size_t)(x->n_steps + 1) * sizeof *s);
     if (!s) return NULL;
     x->steps = s;
-    s        = &x->steps[x->n_steps++];
+    s        = &x->steps[x->n_steps];
     memset(s, 0, sizeof *s);
-    s->op     = n->kind == TIDE_GN_OP ? n->op : -1;
+    s->op     = op;
     s->random = -1;
-    s->wave   = b->wave[node];
-    s->unit   = node;
-    s->order  = x->n_steps;
-    memcpy(s->origin, n->origin, sizeof s->origin);
+    s->wave   = wave;
+    s->unit   = unit;
+    s->order  = x->n_steps++;
+    snprintf(s->origin, sizeof s->origin, "%s", origin);
     return s;
+}
+
+/* A new step of node `node`. */
+static step * new_step(builder * b, int32_t node) {
+    const tide_gnode * n = &b->g->nodes[node];
+    return add_step(b->x, n->kind == TIDE_GN_OP ? n->op : -1, b->wave[node], node, n->origin);
 }
 
 /* Notes that value id is written in place. */
@@ -664,20 +671,11 @@ static bool restore_const(builder * b, int32_t id) {
     if (tide_op_prepare(TIDE_OP_copy, &src, 1, NULL, t, &cp) != TIDE_OK)
         return fail_build(b, "a constant's copy does not prepare");
     if (!add_storage(&x->reads, &x->n_reads, src->storage)) return fail_build(b, "out of memory");
-    step * s = realloc(x->steps, (size_t)(x->n_steps + 1) * sizeof *s);
+    step * s = add_step(x, TIDE_OP_copy, 0, -1 - id, "the start of the replay");   /* a unit before every node */
     if (!s) return fail_build(b, "out of memory");
-    x->steps = s;
-    s        = &x->steps[x->n_steps];
-    memset(s, 0, sizeof *s);
-    s->op     = TIDE_OP_copy;
-    s->random = -1;
-    s->wave   = 0;
-    s->unit   = -1 - id;   /* a unit of its own, before every node */
-    s->order  = x->n_steps++;
-    s->kernel = cp.kernel;
-    s->c      = cp.c;
+    s->kernel   = cp.kernel;
+    s->c        = cp.c;
     s->c.out[0] = t;
-    snprintf(s->origin, sizeof s->origin, "the start of the replay");
     x->cost += t->nelem;
     return true;
 }
@@ -800,7 +798,7 @@ void tide_exec_release(tide_exec * x) {
     for (int32_t r = 0; x->dummies && r < n_roots; r++) tide_storage_release(x->dummies[r]);
     tide_storage_release(x->arena);
     free(x->steps), free(x->binds), free(x->dummies), free(x->owned), free(x->reads), free(x->writes);
-    free(x->arg_written), free(x->outputs), free(x->grads), free(x->bumped), free(x->fresh_value);
+    free(x->arg_written), free(x->outputs), free(x->grads), free(x->bumped);
     free(x->random_nelem), free(x->waves), free(x->small_units), free(x->wave_units);
     free(x->fresh_meta);
     free(x);
