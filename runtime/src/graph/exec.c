@@ -45,11 +45,13 @@ typedef struct {
 } step;
 
 /* How a replay hands out a value (a result, a gradient): a fixed tensor, or its
- * bound root (args[root] or fresh[root - n_args]) itself or viewed as `meta`. */
+ * bound root (args[root] or fresh[root - n_args]) itself or viewed as `meta`
+ * starting `delta` elements past the root's offset. */
 typedef struct {
     tide_tensor * fixed;
     int32_t       root;
     tide_tensor * meta;
+    int64_t       delta;
 } handout;
 
 typedef struct {
@@ -684,9 +686,10 @@ static handout handout_of(builder * b, int32_t id) {
     if (b->held[id] == HELD_BOUND) {
         const tide_gvalue * v = &b->g->values[id];
         bool root = (v->kind == TIDE_GV_ARG) || b->fresh[id] >= 0;
-        return (handout){NULL, b->root[id], root ? NULL : b->t[id]};
+        /* before any replay, a bound view's offset is its delta (its bind's) */
+        return root ? (handout){NULL, b->root[id], NULL, 0} : (handout){NULL, b->root[id], b->t[id], b->t[id]->offset};
     }
-    return (handout){b->t[id], -1, NULL};
+    return (handout){b->t[id], -1, NULL, 0};
 }
 
 static bool build(builder * b) {
@@ -946,7 +949,7 @@ static void describe_run(const void * ctx, char * buf, size_t n) {
 }
 
 /* A result or gradient of this replay: a fixed tensor, a root, or a view of one. */
-static tide_tensor * hand_out(const tide_exec * x, const handout * h, tide_tensor * const * roots) {
+static tide_tensor * hand_out(const handout * h, tide_tensor * const * roots) {
     if (h->fixed) {
         tide_tensor_retain(h->fixed);
         return h->fixed;
@@ -956,11 +959,7 @@ static tide_tensor * hand_out(const tide_exec * x, const handout * h, tide_tenso
         tide_tensor_retain(r);
         return r;
     }
-    const bind * bd = NULL;
-    for (int32_t i = 0; i < x->n_binds && !bd; i++)
-        if (x->binds[i].t == h->meta) bd = &x->binds[i];
-    return tide_tensor_as_strided(r, h->meta->ndim, h->meta->sizes, h->meta->strides,
-                                  r->offset + (bd ? bd->delta : 0));
+    return tide_tensor_as_strided(r, h->meta->ndim, h->meta->sizes, h->meta->strides, r->offset + h->delta);
 }
 
 /* Whether storage s is among the plan's fixed ones. */
@@ -986,13 +985,10 @@ tide_status tide_exec_replay(tide_exec * x, tide_tensor * const * args, tide_ten
                              tide_tensor ** written, int32_t * n_written) {
     int32_t n_roots = x->n_args + x->n_fresh;
     size_t  size    = sizeof(run_ctx) + (size_t)n_roots * sizeof(tide_tensor *) + 2 * (size_t)x->n_random * 8;
-    run_ctx * rc    = malloc(size);
-    tide_storage ** rs = malloc((size_t)(x->n_reads + n_roots + 1) * sizeof *rs);
-    tide_storage ** ws = malloc((size_t)(x->n_writes + n_roots + 1) * sizeof *ws);
-    if (!rc || !rs || !ws) {
-        free(rc), free(rs), free(ws);
-        return tide_error_set(TIDE_E_OOM, "jit replay: out of memory");
-    }
+    /* one block: the task's context, then the storages it reads and writes */
+    run_ctx * rc    = malloc(size + (size_t)(x->n_reads + x->n_writes + 2 * n_roots) * sizeof(tide_storage *));
+    if (!rc) return tide_error_set(TIDE_E_OOM, "jit replay: out of memory");
+    tide_storage ** rs = (tide_storage **)((char *)rc + size), ** ws = rs + x->n_reads + n_roots;
     rc->x = x;
     for (int32_t k = 0; k < x->n_args; k++) rc->roots[k] = args[k];
     tide_status st = TIDE_OK;
@@ -1004,7 +1000,7 @@ tide_status tide_exec_replay(tide_exec * x, tide_tensor * const * args, tide_ten
     }
     if (st != TIDE_OK) {
         tide_tensor_release_many(rc->roots + x->n_args, made);
-        free(rc), free(rs), free(ws);
+        free(rc);
         return st;
     }
     uint64_t * rng = rng_words(rc);
@@ -1020,16 +1016,15 @@ tide_status tide_exec_replay(tide_exec * x, tide_tensor * const * args, tide_ten
     for (int32_t f = 0; f < x->n_fresh; f++) ws[nw++] = rc->roots[x->n_args + f]->storage;
     tide_engine_task task = {run, rc, size, keep_run, drop_run, "replay", x->cost, describe_run};
     st = tide_engine_push(&task, rs, nr, ws, nw, x->dev);
-    free(rs), free(ws);
     if (st == TIDE_OK) {
         int32_t off = tide_grad_off;
         tide_grad_off = 1;
         for (int32_t i = 0; i < x->n_outputs && st == TIDE_OK; i++)
-            if (!(outputs[i] = hand_out(x, &x->outputs[i], rc->roots))) st = TIDE_E_OOM;
+            if (!(outputs[i] = hand_out(&x->outputs[i], rc->roots))) st = TIDE_E_OOM;
         for (int32_t i = 0; i < x->n_grads && st == TIDE_OK; i++) {
             const grad_set * gs   = &x->grads[i];
             tide_tensor *    leaf = gs->leaf ? gs->leaf : args[gs->leaf_arg];
-            tide_tensor *    gr   = gs->has ? hand_out(x, &gs->grad, rc->roots) : NULL;
+            tide_tensor *    gr   = gs->has ? hand_out(&gs->grad, rc->roots) : NULL;
             if (gs->has && !gr) st = TIDE_E_OOM;
             tide_tensor_release(leaf->ag_grad);
             leaf->ag_grad = gr;
