@@ -49,6 +49,16 @@ static const float LN2_LO = -2.12194440e-4f;
 /* 2^n for n in [-126, 127] */
 static inline float pow2i(uint32_t n) { return u2f((n + 127u) << 23); }
 
+/* Cephes expf's P: exp(r) = 1 + r + r^2 P(r) on |r| <= ln2/2 (expm1(r) without the 1). */
+static inline float exp_poly(float r) {
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    return p * r + 5.0000001201e-1f;
+}
+
 /* exp(hi + lo) * 2^k for hi + lo in [-150, 89] and k in {0, 64}, with n
  * chosen from hi + lo and the reduction r = hi + lo - n ln2 done as
  * (hi - n LN2_HI) + lo - n LN2_LO, so that a caller who splits its argument
@@ -59,15 +69,7 @@ static inline float exp_core(float hi, float lo, uint32_t k) {
     float    n = t - MAGIC_F;
     uint32_t ni = f2u(t) - f2u(MAGIC_F);            /* n, two's complement */
     float    r = (hi - n * LN2_HI) + lo - n * LN2_LO;
-    float    z = r * r;
-    /* Cephes expf: exp(r) = 1 + r + r^2 P(r) on |r| <= ln2/2 */
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    float y = p * z + r + 1.0f;
+    float    y = exp_poly(r) * (r * r) + r + 1.0f;
     /* scale in two halves so 2^n for n in [-216, 192] never leaves the normal range */
     ni += k;
     uint32_t n1 = (uint32_t)((int32_t)ni >> 1), n2 = ni - n1;
@@ -87,14 +89,7 @@ static inline float f32_expm1(float x) {
     float    n = t - MAGIC_F;
     uint32_t ni = f2u(t) - f2u(MAGIC_F);
     float    r = (c - n * LN2_HI) - n * LN2_LO;
-    float    z = r * r;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    float q = p * z + r;                         /* expm1(r) */
+    float    q = exp_poly(r) * (r * r) + r;      /* expm1(r) */
     /* expm1(x) = 2^n q + (2^n - 1); n = 128 is done as 2 * 2^127 */
     uint32_t big = (int32_t)ni > 127;
     uint32_t e = big ? 127u : ni;
@@ -173,13 +168,7 @@ static inline float f32_tanh(float x) {
     float    n = t - MAGIC_F;
     uint32_t ni = f2u(t) - f2u(MAGIC_F);
     float    r = (h - n * LN2_HI) - n * LN2_LO;
-    float    q = 1.9875691500e-4f;
-    q = q * r + 1.3981999507e-3f;
-    q = q * r + 8.3334519073e-3f;
-    q = q * r + 4.1665795894e-2f;
-    q = q * r + 1.6666665459e-1f;
-    q = q * r + 5.0000001201e-1f;
-    float    e = (q * (r * r) + r + 1.0f) * pow2i(ni);   /* exp(2c), 2c <= 20 */
+    float    e = (exp_poly(r) * (r * r) + r + 1.0f) * pow2i(ni);   /* exp(2c), 2c <= 20 */
     float    big = 1.0f - 2.0f / (e + 1.0f);
     return u2f(f2u(a < 0.625f ? small : big) | sign);
 }
