@@ -1,10 +1,11 @@
 /*
  * blas.c - the GEMM behind matmul: OpenBLAS, loaded with dlopen() at start
  * (libtide does not link it), single-threaded except while a caller holds
- * cores lent by Tide's pool (tide_blas_lend_begin); or, when OpenBLAS
- * cannot be loaded or gives wrong results, a built-in blocked GEMM. Picks OpenBLAS's kernel set
- * from cpuid (Debian's 0.3.21 may not know recent CPUs and fall back to slow
- * Prescott kernels), checks one product once, and reports what is in use.
+ * cores lent by Tide's pool (tide_blas_lend_begin); or, when OpenBLAS cannot
+ * be loaded or gives wrong results, a built-in blocked GEMM. Picks OpenBLAS's
+ * kernel set from cpuid (Debian's 0.3.21 may not know recent CPUs and fall
+ * back to slow Prescott kernels), checks one product once, and reports what
+ * is in use.
  */
 #include "blas.h"
 #include "kernels.h"
