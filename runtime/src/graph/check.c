@@ -278,32 +278,11 @@ static tide_tensor * eager_value(const tide_graph * e, int32_t k, int32_t slot) 
 /* Runs g's node i as tide_graph_replay does, except that gradients are left to
  * the recorded code (a set_grad does nothing), with the replay's generator. */
 static tide_status run_node(struct tide_check * c, int32_t i) {
-    const tide_graph * g = c->g;
-    const tide_gnode * n = &g->nodes[i];
-    tide_tensor **     t = c->t;
-    tide_tensor *      in[TIDE_OP_MAX_IN], * out[TIDE_OP_MAX_OUT] = {0};
-    for (int32_t k = 0; k < n->n_in; k++) in[k] = n->in[k] >= 0 ? t[n->in[k]] : NULL;
-    uint64_t seed, offset;
-    int32_t  grad_off = tide_grad_off;
+    const tide_gnode * n = &c->g->nodes[i];
+    uint64_t           seed, offset;
     tide_rng_get_state(&seed, &offset);
     tide_rng_set_state(c->seed, c->offset);
-    tide_grad_off = g->had_backward || !n->grad_on;
-    tide_status st = TIDE_OK;
-    if (n->kind == TIDE_GN_OP) {
-        st = tide_op_call(n->op, in, n->n_in, &n->p, out, n->into >= 0 ? t[n->into] : NULL);
-        if (st == TIDE_OK && n->into >= 0) tide_tensor_release(out[0]);
-        else if (st == TIDE_OK)
-            for (int32_t k = 0; k < n->n_out; k++) t[n->out[k]] = out[k];
-    } else if (n->kind == TIDE_GN_VIEW) {
-        if (!(t[n->out[0]] = tide_graph_make_view(n, &g->values[n->out[0]], in[0]))) st = tide_last_error()[0] ? TIDE_E_SHAPE : TIDE_E_INTERNAL;
-    } else if (n->kind == TIDE_GN_FUSED && n->into >= 0) {   /* a run updating a tensor in place */
-        st = tide_graph_run_fused(n, in, t[n->into]);
-    } else if (n->kind == TIDE_GN_FUSED || n->kind == TIDE_GN_EMPTY) {
-        const tide_gvalue * v = &g->values[n->out[0]];
-        tide_tensor *       r = t[n->out[0]] = tide_tensor_empty(v->ndim, v->sizes, v->dtype, v->dev);
-        st = !r ? TIDE_E_OOM : n->kind == TIDE_GN_FUSED ? tide_graph_run_fused(n, in, r) : TIDE_OK;
-    }
-    tide_grad_off = grad_off;
+    tide_status st = n->kind == TIDE_GN_SET_GRAD ? TIDE_OK : tide_graph_run_node(c->g, i, c->t, NULL, NULL);
     tide_rng_get_state(&c->seed, &c->offset);
     tide_rng_set_state(seed, offset);
     if (st != TIDE_OK) {
@@ -315,19 +294,6 @@ static tide_status run_node(struct tide_check * c, int32_t i) {
         }
     }
     return st;
-}
-
-/* Lets go of what node i was the last to read, as the replay does. */
-static void release_inputs(struct tide_check * c, int32_t i) {
-    const tide_graph * g = c->g;
-    const tide_gnode * n = &g->nodes[i];
-    for (int32_t k = 0; k <= n->n_in; k++) {
-        int32_t id = k < n->n_in ? n->in[k] : n->into;
-        if (id < 0 || g->last_use[id] != i || g->values[id].kind != TIDE_GV_NODE) continue;
-        bool is_out = false;
-        for (int32_t o = 0; o < g->n_outputs; o++) is_out = is_out || g->outputs[o] == id;
-        if (!is_out) tide_tensor_release(c->t[id]), c->t[id] = NULL;
-    }
 }
 
 /* The largest difference seen in what node i reads. */
@@ -413,7 +379,7 @@ static void step(tide_graph * e, struct tide_check * c, int32_t k) {
     int32_t ran = -1;
     tide_capture = NULL;   /* the replay's ops are not the recorded code's */
     while (c->next < g->n_nodes && g->nodes[c->next].seq <= k && !c->found) {
-        if (ran >= 0) release_inputs(c, ran);
+        if (ran >= 0) tide_graph_release_inputs(c->g, c->t, ran);
         if (run_node(c, c->next) == TIDE_OK) ran = c->next++;
     }
     tide_capture = e;
@@ -449,7 +415,7 @@ static void step(tide_graph * e, struct tide_check * c, int32_t k) {
             return;
         }
     }
-    if (ran >= 0) release_inputs(c, ran);
+    if (ran >= 0) tide_graph_release_inputs(c->g, c->t, ran);
 }
 
 void tide_check_on_const(tide_graph * e, int32_t id) {
@@ -580,7 +546,7 @@ tide_status tide_graph_check_end(tide_graph * e, tide_tensor ** outputs, char * 
     const tide_graph * g = c->g;
     if (!c->found && e->n_nodes < g->n_trace) c->found = FOUND_PATH, c->at = e->n_nodes;
     for (; c->next < g->n_nodes && !c->failed; c->next++)   /* the rest, unchecked */
-        if (run_node(c, c->next) == TIDE_OK) release_inputs(c, c->next);
+        if (run_node(c, c->next) == TIDE_OK) tide_graph_release_inputs(c->g, c->t, c->next);
     for (int32_t i = 0; i < g->n_outputs; i++) {
         outputs[i] = c->failed ? NULL : c->t[g->outputs[i]];
         if (outputs[i]) tide_tensor_retain(outputs[i]);

@@ -584,6 +584,74 @@ static void release_after(const tide_graph * g, tide_tensor ** t, int32_t id, in
     t[id] = NULL;
 }
 
+void tide_graph_release_inputs(const tide_graph * g, tide_tensor ** t, int32_t i) {
+    const tide_gnode * n = &g->nodes[i];
+    for (int32_t k = 0; k < n->n_in; k++) release_after(g, t, n->in[k], i);
+    if (n->into >= 0) release_after(g, t, n->into, i);
+}
+
+/* A graph that ran its own backward needs no autograd history at replay: its
+ * gradients are ops of the graph. Otherwise each op has the grad mode it had,
+ * so outputs carry history for a backward outside. */
+tide_status tide_graph_run_node(const tide_graph * g, int32_t i, tide_tensor ** t, tide_tensor ** fence,
+                                int32_t * n_fence) {
+    const tide_gnode * n   = &g->nodes[i];
+    int32_t            off = tide_grad_off;
+    tide_status        st  = TIDE_OK;
+    tide_grad_off = g->had_backward || !n->grad_on;
+    tide_tensor * in[TIDE_OP_MAX_IN], * out[TIDE_OP_MAX_OUT] = {0};
+    for (int32_t k = 0; k < n->n_in; k++) in[k] = n->in[k] >= 0 ? t[n->in[k]] : NULL;
+    switch (n->kind) {
+    case TIDE_GN_OP:
+        st = tide_op_call(n->op, in, n->n_in, &n->p, out, n->into >= 0 ? t[n->into] : NULL);
+        if (st != TIDE_OK) break;
+        if (n->into >= 0) {
+            if (g->values[n->into].kind != TIDE_GV_NODE && fence) fence[(*n_fence)++] = out[0];
+            else tide_tensor_release(out[0]);
+            break;
+        }
+        for (int32_t k = 0; k < n->n_out; k++) t[n->out[k]] = out[k];
+        break;
+    case TIDE_GN_VIEW: {
+        tide_tensor * r = tide_graph_make_view(n, &g->values[n->out[0]], in[0]);
+        if (!r) st = tide_last_error()[0] ? TIDE_E_SHAPE : TIDE_E_INTERNAL;
+        t[n->out[0]] = r;
+        break;
+    }
+    case TIDE_GN_FUSED: {
+        if (n->into >= 0) {   /* updates value `into` in place, as an op node would */
+            st = tide_graph_run_fused(n, in, t[n->into]);
+            if (st == TIDE_OK) atomic_fetch_add_explicit(&t[n->into]->storage->version, 1, memory_order_relaxed);
+            if (st == TIDE_OK && g->values[n->into].kind != TIDE_GV_NODE && fence) {
+                tide_tensor_retain(t[n->into]);
+                fence[(*n_fence)++] = t[n->into];
+            }
+            break;
+        }
+        const tide_gvalue * v = &g->values[n->out[0]];
+        tide_tensor * r = tide_tensor_empty(v->ndim, v->sizes, v->dtype, v->dev);
+        st = r ? tide_graph_run_fused(n, in, r) : TIDE_E_OOM;
+        t[n->out[0]] = r;
+        break;
+    }
+    case TIDE_GN_EMPTY: {
+        const tide_gvalue * v = &g->values[n->out[0]];
+        t[n->out[0]] = tide_tensor_empty(v->ndim, v->sizes, v->dtype, v->dev);
+        if (!t[n->out[0]]) st = TIDE_E_OOM;
+        break;
+    }
+    case TIDE_GN_SET_GRAD: {
+        tide_tensor * old = in[0]->ag_grad;
+        in[0]->ag_grad    = n->n_in == 2 ? in[1] : NULL;
+        if (in[0]->ag_grad) tide_tensor_retain(in[0]->ag_grad);
+        tide_tensor_release(old);
+        break;
+    }
+    }
+    tide_grad_off = off;
+    return st;
+}
+
 /* The plan that replays g as one task, made on first use; NULL when g replays node by node. */
 static tide_exec * exec_of(tide_graph * g) {
     if (!g->exec && !g->exec_tried && !g->capturing) {
@@ -647,71 +715,16 @@ tide_status tide_graph_replay(tide_graph * g, tide_tensor * const * args, int32_
             tide_tensor_retain(t[id]);
         }
     }
-    /* A graph that ran its own backward needs no autograd history at replay: its
-     * gradients are ops of the graph. Otherwise each op has the grad mode it had,
-     * so outputs carry history for a backward outside. */
-    int32_t off = tide_grad_off;
     for (int32_t i = 0; i < g->n_nodes && st == TIDE_OK; i++) {
         const tide_gnode * n = &g->nodes[i];
-        tide_grad_off = g->had_backward || !n->grad_on;
-        tide_tensor * in[TIDE_OP_MAX_IN], * out[TIDE_OP_MAX_OUT] = {0};
-        for (int32_t k = 0; k < n->n_in; k++) in[k] = n->in[k] >= 0 ? t[n->in[k]] : NULL;
-        switch (n->kind) {
-        case TIDE_GN_OP:
-            st = tide_op_call(n->op, in, n->n_in, &n->p, out, n->into >= 0 ? t[n->into] : NULL);
-            if (st != TIDE_OK) break;
-            if (n->into >= 0) {
-                if (g->values[n->into].kind != TIDE_GV_NODE && !tide_capture) g->fence[1][g->n_fence[1]++] = out[0];
-                else tide_tensor_release(out[0]);
-                break;
-            }
-            for (int32_t k = 0; k < n->n_out; k++) t[n->out[k]] = out[k];
-            break;
-        case TIDE_GN_VIEW: {
-            tide_tensor * r = tide_graph_make_view(n, &g->values[n->out[0]], in[0]);
-            if (!r) st = tide_last_error()[0] ? TIDE_E_SHAPE : TIDE_E_INTERNAL;
-            t[n->out[0]] = r;
-            break;
-        }
-        case TIDE_GN_FUSED: {
-            if (n->into >= 0) {   /* updates value `into` in place, as an op node would */
-                st = tide_graph_run_fused(n, in, t[n->into]);
-                if (st == TIDE_OK) atomic_fetch_add_explicit(&t[n->into]->storage->version, 1, memory_order_relaxed);
-                if (st == TIDE_OK && g->values[n->into].kind != TIDE_GV_NODE && !tide_capture) {
-                    tide_tensor_retain(t[n->into]);
-                    g->fence[1][g->n_fence[1]++] = t[n->into];
-                }
-                break;
-            }
-            const tide_gvalue * v = &g->values[n->out[0]];
-            tide_tensor * r = tide_tensor_empty(v->ndim, v->sizes, v->dtype, v->dev);
-            st = r ? tide_graph_run_fused(n, in, r) : TIDE_E_OOM;
-            t[n->out[0]] = r;
-            break;
-        }
-        case TIDE_GN_EMPTY: {
-            const tide_gvalue * v = &g->values[n->out[0]];
-            t[n->out[0]] = tide_tensor_empty(v->ndim, v->sizes, v->dtype, v->dev);
-            if (!t[n->out[0]]) st = TIDE_E_OOM;
-            break;
-        }
-        case TIDE_GN_SET_GRAD: {
-            tide_tensor * old = in[0]->ag_grad;
-            in[0]->ag_grad    = n->n_in == 2 ? in[1] : NULL;
-            if (in[0]->ag_grad) tide_tensor_retain(in[0]->ag_grad);
-            tide_tensor_release(old);
-            break;
-        }
-        }
+        st = tide_graph_run_node(g, i, t, tide_capture ? NULL : g->fence[1], &g->n_fence[1]);
         if (st != TIDE_OK && n->origin[0]) {
             char msg[1024];
             snprintf(msg, sizeof msg, "%s (replaying the op captured at %s)", tide_last_error(), n->origin);
             tide_error_set(st, "%s", msg);
         }
-        for (int32_t k = 0; k < n->n_in; k++) release_after(g, t, n->in[k], i);
-        if (n->into >= 0) release_after(g, t, n->into, i);
+        tide_graph_release_inputs(g, t, i);
     }
-    tide_grad_off = off;
     for (int32_t i = 0; i < g->n_outputs && st == TIDE_OK; i++) {
         outputs[i] = t[g->outputs[i]];
         tide_tensor_retain(outputs[i]);

@@ -147,6 +147,14 @@ TIDE_INTERNAL const char *  tide_graph_node_name(int32_t kind, int32_t op);
  * for memory reports: "1.50 MiB: float32 [3, 4] made by 'matmul' at f.lua:7". */
 TIDE_INTERNAL size_t        tide_graph_value_bytes(const tide_gvalue * v);
 TIDE_INTERNAL int           tide_graph_value_line(const tide_graph * g, int32_t id, char * buf, size_t n);
+/* The node-by-node replay's step for node i of g over t (per value: its tensor,
+ * owned), in the grad mode the node had at capture. Where fence is given, each
+ * tensor from outside g that it writes in place is appended there (retained) for
+ * the caller to wait on. And, after it, letting go of the tensors node i was
+ * the last to read (save g's outputs). */
+TIDE_INTERNAL tide_status   tide_graph_run_node(const tide_graph * g, int32_t i, tide_tensor ** t, tide_tensor ** fence,
+                                                int32_t * n_fence);
+TIDE_INTERNAL void          tide_graph_release_inputs(const tide_graph * g, tide_tensor ** t, int32_t i);
 /* Fused node n pushed to the engine over in -> out (the node-by-node replays'). */
 TIDE_INTERNAL tide_status   tide_graph_run_fused(const tide_gnode * n, tide_tensor * const * in, tide_tensor * out);
 /* check.c: the eager run recorded node(s) up to g->n_nodes: compares them; it made
