@@ -97,6 +97,16 @@ describe("errors", function()
     assert.has_error(function() return tide.ones(2, 3) + tide.ones(4) end,
       "add: shapes [2,3] and [4] cannot be broadcast: size 3 ~= 4 at dimension 2")
   end)
+
+  it("name the op and the result a failed allocation was for, at the call", function()
+    -- results get their memory when their op runs; one no machine could hold
+    -- still fails at once, not at a later wait
+    local x = tide.ones(1024):expand(2 ^ 40, 1024)
+    local ok, err = pcall(function() return x + 1 end)
+    assert.is_false(ok)
+    assert.matches("tensor_spec.lua:%d+: add: out of memory: could not allocate 4503599627370496 bytes on the host, "
+      .. "for its %[1099511627776,1024%] float32 result", err)
+  end)
 end)
 
 describe("views", function()

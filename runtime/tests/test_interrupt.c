@@ -5,29 +5,13 @@
 #include "tide.h"
 #include "check.h"
 #include "core/internal.h"
+#include "gate.h"
 
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
-
-static atomic_int gate;   /* 1: the gated task may finish */
-
-static tide_status gated(void * ctx) {
-    (void)ctx;
-    while (!atomic_load(&gate)) nanosleep(&(struct timespec){0, 1000000}, NULL);
-    return TIDE_OK;
-}
-
-/* Queues a task writing t's storage on cpu:0 that ends when the gate opens. */
-static void push_gated(tide_tensor * t) {
-    atomic_store(&gate, 0);
-    int unused = 0;   /* the engine copies ctx: give it one */
-    tide_engine_task task = {.fn = gated, .ctx = &unused, .ctx_size = sizeof unused, .name = "gated", .cost = 1 << 30};
-    tide_device cpu0 = {TIDE_DEVICE_CPU, 0};
-    CHECK(tide_engine_push(&task, NULL, 0, &t->storage, 1, cpu0) == TIDE_OK);
-}
 
 static void on_signal(int sig) {
     (void)sig;
@@ -43,7 +27,7 @@ typedef struct {
 static void * later(void * p) {
     later_arg * a = p;
     nanosleep(&(struct timespec){0, a->ms * 1000000L}, NULL);
-    if (a->open_gate) atomic_store(&gate, 1);
+    if (a->open_gate) open_gate();
     else pthread_kill(a->target, SIGUSR1);
     return NULL;
 }

@@ -60,9 +60,20 @@ struct tide_storage {
     atomic_int   poisoned;            /* 0 or the tide_status of a failed op that wrote here */
     char *       poison_msg;          /* owned; set before `poisoned` is published */
     atomic_int   version;             /* bumped by every op that writes into an existing tensor */
+    bool         deferred;            /* data is allocated when the first op writing it runs */
 };
 
 TIDE_INTERNAL tide_storage * tide_storage_new(size_t nbytes, tide_device dev);
+/* A storage for an op's result whose memory is allocated only when the op runs
+ * (tide_storage_materialize, from the engine), the way MXNet's engine does: a
+ * queue of pending ops then holds no memory for results not yet computed, and
+ * a result reuses, still in cache, a block that an op which ran just before it
+ * freed. Only the op that makes it may write it first; every reader waits for
+ * that op (the engine's order), so nobody sees data == NULL. */
+TIDE_INTERNAL tide_storage * tide_storage_new_deferred(size_t nbytes, tide_device dev);
+/* Allocates a deferred storage's memory if it has none yet; TIDE_E_OOM (with
+ * the message set) when the allocator cannot. */
+TIDE_INTERNAL tide_status    tide_storage_materialize(tide_storage * s);
 TIDE_INTERNAL void           tide_storage_retain(tide_storage * s);
 TIDE_INTERNAL void           tide_storage_release(tide_storage * s);
 
@@ -71,6 +82,10 @@ TIDE_INTERNAL void           tide_storage_release(tide_storage * s);
 /* A new tensor header (refcount 1) viewing s (retained). Sizes/strides set by caller,
  * then tide_tensor_finish() computes nelem. */
 TIDE_INTERNAL tide_tensor * tide_tensor_alloc_header(tide_storage * s, int32_t dtype);
+/* tide_tensor_empty over a deferred storage (see tide_storage_new_deferred):
+ * for results that an op pushed right after will write. */
+TIDE_INTERNAL tide_tensor * tide_tensor_empty_deferred(int32_t ndim, const int64_t * sizes, int32_t dtype,
+                                                       tide_device dev);
 TIDE_INTERNAL void          tide_tensor_finish(tide_tensor * t);
 TIDE_INTERNAL void          tide_contiguous_strides(int32_t ndim, const int64_t * sizes, int64_t * strides);
 TIDE_INTERNAL char *        tide_shape_str(const tide_tensor * t, char * buf, size_t n); /* "[2,3]" */

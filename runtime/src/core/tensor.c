@@ -93,10 +93,11 @@ static bool valid_dtype(const char * op, int32_t dtype) {
 
 /* -- creation ----------------------------------------------------------------- */
 
-tide_tensor * tide_tensor_empty(int32_t ndim, const int64_t * sizes, int32_t dtype, tide_device dev) {
+static tide_tensor * empty(int32_t ndim, const int64_t * sizes, int32_t dtype, tide_device dev, bool deferred) {
     int64_t n;
     if (!valid_dtype("empty", dtype) || check_sizes("empty", ndim, sizes, &n) != TIDE_OK) return NULL;
-    tide_storage * s = tide_storage_new((size_t)n * tide_dtype_size(dtype), dev);
+    size_t         bytes = (size_t)n * tide_dtype_size(dtype);
+    tide_storage * s     = deferred ? tide_storage_new_deferred(bytes, dev) : tide_storage_new(bytes, dev);
     if (!s) return NULL;
     tide_tensor * t = tide_tensor_alloc_header(s, dtype);
     tide_storage_release(s);
@@ -106,6 +107,14 @@ tide_tensor * tide_tensor_empty(int32_t ndim, const int64_t * sizes, int32_t dty
     tide_contiguous_strides(ndim, t->sizes, t->strides);
     t->nelem = n;
     return t;
+}
+
+tide_tensor * tide_tensor_empty(int32_t ndim, const int64_t * sizes, int32_t dtype, tide_device dev) {
+    return empty(ndim, sizes, dtype, dev, false);
+}
+
+tide_tensor * tide_tensor_empty_deferred(int32_t ndim, const int64_t * sizes, int32_t dtype, tide_device dev) {
+    return empty(ndim, sizes, dtype, dev, true);
 }
 
 tide_tensor * tide_tensor_full(int32_t ndim, const int64_t * sizes, double value, int32_t dtype) {

@@ -279,6 +279,12 @@ static tide_status execute(const tide_engine_task * t, int32_t id, int32_t queue
                      reads[i]->poison_msg ? reads[i]->poison_msg : "?");
         }
     }
+    /* results made deferred (tide_storage_new_deferred) get their memory now,
+     * on the thread that writes them first */
+    for (int32_t i = 0; i < n_writes && st == TIDE_OK; i++) {
+        if ((st = tide_storage_materialize(writes[i])) != TIDE_OK)
+            snprintf(msg, sizeof msg, "%s: %s", t->name, tide_last_error());
+    }
     if (st == TIDE_OK) {
         st = t->fn(t->ctx);
         if (st != TIDE_OK) {

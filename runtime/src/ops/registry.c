@@ -418,6 +418,11 @@ tide_status tide_op_prepare(int32_t op, tide_tensor * const * inputs, int32_t n_
     return TIDE_OK;
 }
 
+/* An op's fresh results get their memory when the op runs (see
+ * tide_storage_new_deferred), except during a capture, whose graph reads
+ * values it records (constants, check mode) outside the engine's order. */
+static inline bool defer_result(void) { return tide_capture == NULL; }
+
 tide_status tide_op_call(int32_t op, tide_tensor * const * inputs, int32_t n_in, const tide_op_params * params,
                          tide_tensor ** outputs, tide_tensor * out) {
     tide_op_prepared r;
@@ -444,12 +449,17 @@ tide_status tide_op_call(int32_t op, tide_tensor * const * inputs, int32_t n_in,
             c->out[i] = out;
             continue;
         }
-        int32_t dt = r.dtypes[i];
-        c->out[i] = final_out ? tide_tensor_empty(final_out->ndim, final_out->sizes, final_out->dtype_id, dev)
-                              : tide_tensor_empty(r.shape.ndim[i], r.shape.sizes[i], dt, dev);
+        int32_t         dt    = final_out ? final_out->dtype_id : r.dtypes[i];
+        int32_t         ndim  = final_out ? final_out->ndim : r.shape.ndim[i];
+        const int64_t * sizes = final_out ? final_out->sizes : r.shape.sizes[i];
+        c->out[i] = defer_result() ? tide_tensor_empty_deferred(ndim, sizes, dt, dev)
+                                                  : tide_tensor_empty(ndim, sizes, dt, dev);
         if (!c->out[i]) {
             for (int32_t j = 0; j < i; j++) tide_tensor_release(c->out[j]);
-            return TIDE_E_OOM;
+            char why[256], dims[128];
+            snprintf(why, sizeof why, "%s", tide_last_error());
+            return tide_error_set(TIDE_E_OOM, "%s: %s, for its %s %s result", e->def.name, why,
+                                  tide_dims_str(ndim, sizes, dims, sizeof dims), tide_dtype_name(dt));
         }
     }
     if (e->def.flags & TIDE_OPF_RANDOM) tide_rng_reserve((uint64_t)c->out[0]->nelem, &c->rng_seed, &c->rng_offset);
