@@ -453,7 +453,7 @@ tide_status tide_op_call(int32_t op, tide_tensor * const * inputs, int32_t n_in,
         int32_t         ndim  = final_out ? final_out->ndim : r.shape.ndim[i];
         const int64_t * sizes = final_out ? final_out->sizes : r.shape.sizes[i];
         c->out[i] = defer_result() ? tide_tensor_empty_deferred(ndim, sizes, dt, dev)
-                                                  : tide_tensor_empty(ndim, sizes, dt, dev);
+                                   : tide_tensor_empty(ndim, sizes, dt, dev);
         if (!c->out[i]) {
             for (int32_t j = 0; j < i; j++) tide_tensor_release(c->out[j]);
             char why[256], dims[128];
