@@ -21,6 +21,31 @@ describe("tide.cuda", function()
     end
   end)
 
+  it("reports each device's caching allocator, or why there is none", function()
+    if tide.cuda.is_available() then
+      local s = tide.cuda.memory_stats("cuda:0")
+      for _, k in ipairs { "in_use", "cached", "reserved", "peak", "allocs", "reused", "segments",
+                           "cache_flushes", "ooms" } do
+        assert.is_number(s[k], k)
+      end
+      assert.are.equal(s.reserved, s.in_use + s.cached)
+      tide.cuda.empty_cache(0)
+      tide.cuda.reset_peak_memory()
+      assert.has_error(function() tide.cuda.memory_stats(tide.cuda.device_count()) end,
+        ("cuda.memory_stats: there is no device cuda:%d (the CUDA devices are cuda:0 to cuda:%d)")
+          :format(tide.cuda.device_count(), tide.cuda.device_count() - 1))
+    else
+      local _, why = tide.cuda.is_available()
+      assert.has_error(function() tide.cuda.memory_stats(0) end, "cuda.memory_stats: " .. why)
+      assert.has_error(function() tide.cuda.empty_cache("cuda:1") end, "cuda.empty_cache: " .. why)
+      assert.has_error(function() tide.cuda.reset_peak_memory() end, "cuda.reset_peak: " .. why)
+    end
+    assert.has_error(function() tide.cuda.memory_stats("cpu") end,
+      "tide.cuda.memory_stats: expected a CUDA device (N or 'cuda:N'), got 'cpu'")
+    assert.has_error(function() tide.cuda.empty_cache(-1) end,
+      "tide.cuda.empty_cache: expected a CUDA device (N or 'cuda:N'), got -1")
+  end)
+
   it("is built into its own library where the CUDA toolkit is installed", function()
     local nvcc = os.execute("command -v nvcc >/dev/null 2>&1 || test -x /usr/local/cuda/bin/nvcc") == 0
     local libdir = (os.getenv("TIDE_LIBRARY") or ""):match("^(.*)/[^/]*$") or "."

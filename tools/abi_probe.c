@@ -25,6 +25,8 @@ int main(void) {
     OFF(tide_op_info, flags); OFF(tide_op_info, has_cpu);
     SIZE(tide_mem_stats);
     OFF(tide_mem_stats, bytes_in_use); OFF(tide_mem_stats, n_reused);
+    SIZE(tide_devmem_stats);
+    OFF(tide_devmem_stats, bytes_reserved); OFF(tide_devmem_stats, n_ooms);
     SIZE(tide_csv_options);
     OFF(tide_csv_options, delimiter); OFF(tide_csv_options, header); OFF(tide_csv_options, dtype);
     return 0;

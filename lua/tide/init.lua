@@ -343,6 +343,38 @@ function tide.cuda.device_count() return tonumber(C.tide_cuda_device_count()) en
 --- status(): the devices found, or why there are none.
 function tide.cuda.status() return ffi.string(C.tide_cuda_status()) end
 
+-- A CUDA device argument: nil (cuda:0), N or "cuda:N", as its index.
+local function cuda_index(what, device)
+  if device == nil then return 0 end
+  if type(device) == "number" and device >= 0 and device % 1 == 0 then return device end
+  local n = type(device) == "string" and device:match("^cuda:(%d+)$")
+  if n then return tonumber(n) end
+  fail(("tide.cuda.%s: expected a CUDA device (N or 'cuda:N'), got %s"):format(what,
+    type(device) == "string" and "'" .. device .. "'" or tostring(device)))
+end
+
+--- memory_stats(device): what the caching allocator of a CUDA device (N or
+-- "cuda:N", default 0) holds, in bytes: `in_use` by tensors, `cached` for reuse,
+-- `reserved` from the device (both), `peak` in use; and counts: `allocs`,
+-- `reused` (from the cache), `segments` (device allocations), `cache_flushes`
+-- (times the device was full and the cache was freed before a retry), `ooms`.
+-- Raises when there is no such device, with the reason.
+-- @usage print(tide.cuda.memory_stats("cuda:0").in_use)
+function tide.cuda.memory_stats(device)
+  local s = ffi.new("tide_devmem_stats")
+  B.check(C.tide_cuda_memory_stats(cuda_index("memory_stats", device), s))
+  return { in_use = tonumber(s.bytes_in_use), cached = tonumber(s.bytes_cached),
+           reserved = tonumber(s.bytes_reserved), peak = tonumber(s.peak_in_use), allocs = tonumber(s.n_allocs),
+           reused = tonumber(s.n_reused), segments = tonumber(s.n_segments),
+           cache_flushes = tonumber(s.n_cache_flushes), ooms = tonumber(s.n_ooms) }
+end
+--- empty_cache(device): returns a CUDA device's cached, unused memory to the driver.
+function tide.cuda.empty_cache(device) B.check(C.tide_cuda_empty_cache(cuda_index("empty_cache", device))) end
+--- reset_peak_memory(device): starts memory_stats(device).peak over from what is in use now.
+function tide.cuda.reset_peak_memory(device)
+  B.check(C.tide_cuda_reset_peak(cuda_index("reset_peak_memory", device)))
+end
+
 --- The devices ops can run on: "cpu" and the separate queues "cpu:0" .. "cpu:N-1".
 function tide.devices()
   local r = { "cpu" }

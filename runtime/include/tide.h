@@ -471,6 +471,28 @@ void        tide_mem_empty_cache(void);
 /* Starts the peak of tide_mem_stats over from what is in use now. */
 void        tide_mem_reset_peak(void);
 
+/* Device memory, per device, from its caching allocator: blocks cut from
+ * device allocations (segments) and kept for reuse when freed. */
+typedef struct tide_devmem_stats {
+    int64_t bytes_in_use;      /* in blocks held by tensors (rounded up to 512 bytes) */
+    int64_t bytes_cached;      /* in freed blocks kept for reuse */
+    int64_t bytes_reserved;    /* taken from the device: in use + cached */
+    int64_t peak_in_use;
+    int64_t n_allocs;          /* requests served */
+    int64_t n_reused;          /* requests served from the cache */
+    int64_t n_segments;        /* device allocations held */
+    int64_t n_cache_flushes;   /* times the device was full, the cache freed and the request retried */
+    int64_t n_ooms;            /* requests that failed even after that */
+} tide_devmem_stats;
+
+/* Fills *out for cuda:`device`. TIDE_E_DEVICE, with the reason, when there is
+ * no such device (or no CUDA here). Thread-safe. */
+tide_status tide_cuda_memory_stats(int32_t device, tide_devmem_stats * out);
+/* Returns the cached, unused device memory of cuda:`device` to the driver. */
+tide_status tide_cuda_empty_cache(int32_t device);
+/* Starts the peak of tide_cuda_memory_stats over from what is in use now. */
+tide_status tide_cuda_reset_peak(int32_t device);
+
 /* A text of "key=value" lines: version, BLAS library and kernel set, SIMD
  * level, threads. Borrowed, static. */
 const char * tide_config(void);

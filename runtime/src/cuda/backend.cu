@@ -1,21 +1,42 @@
 /*
  * backend.cu - libtide_cuda, Tide's CUDA backend, built only where CMake finds
  * the CUDA toolkit and loaded by libtide at run time (engine/cuda_loader.c),
- * so that one libtide runs with or without a GPU and its driver. For now it
- * answers what devices there are, or why there are none; kernels, streams and
- * the device allocator come next (see issue "CUDA devices").
+ * so that one libtide runs with or without a GPU and its driver. It exports
+ * one symbol, the table of engine/device.h over the CUDA runtime: devices,
+ * memory, streams, events, host callbacks, copies and pinned memory. Caching,
+ * ordering and policy are libtide's; kernels live beside this file.
  */
+#include "engine/device.h"
+
 #include <cuda_runtime.h>
 
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
-extern "C" {
+namespace {
 
-/* The number of CUDA devices usable here; with none, `reason` (n bytes) says
- * why, and with some, it lists their names. Never aborts. */
-__attribute__((visibility("default"))) int32_t tide_cuda_backend_probe(char * reason, size_t n) {
+thread_local char last_error[512];
+
+/* Maps a CUDA result to the table's codes, keeping the message. */
+int fail(cudaError_t err, const char * what) {
+    if (err == cudaSuccess) return TIDE_DEVAPI_OK;
+    snprintf(last_error, sizeof last_error, "%s: %s (%s)", what, cudaGetErrorString(err), cudaGetErrorName(err));
+    if (err == cudaErrorMemoryAllocation) {
+        cudaGetLastError();   /* an allocation failure is not sticky: clear it */
+        return TIDE_DEVAPI_OOM;
+    }
+    return TIDE_DEVAPI_ERROR;
+}
+
+/* Makes `dev` current on this thread: every call names its device. */
+int use(int32_t dev) {
+    int cur = -1;
+    if (cudaGetDevice(&cur) == cudaSuccess && cur == dev) return TIDE_DEVAPI_OK;
+    return fail(cudaSetDevice(dev), "cudaSetDevice");
+}
+
+int32_t probe(char * reason, size_t n) {
     int         count = 0;
     cudaError_t err   = cudaGetDeviceCount(&count);
     if (err != cudaSuccess) {
@@ -37,4 +58,129 @@ __attribute__((visibility("default"))) int32_t tide_cuda_backend_probe(char * re
     return count;
 }
 
+const char * error_text() { return last_error; }
+
+int mem_alloc(int32_t dev, size_t nbytes, void ** out) {
+    if (int rc = use(dev)) return rc;
+    return fail(cudaMalloc(out, nbytes), "cudaMalloc");
+}
+
+int mem_free(int32_t dev, void * p) {
+    if (int rc = use(dev)) return rc;
+    return fail(cudaFree(p), "cudaFree");
+}
+
+int mem_info(int32_t dev, size_t * free_bytes, size_t * total_bytes) {
+    if (int rc = use(dev)) return rc;
+    return fail(cudaMemGetInfo(free_bytes, total_bytes), "cudaMemGetInfo");
+}
+
+int stream_create(int32_t dev, void ** out) {
+    if (int rc = use(dev)) return rc;
+    cudaStream_t s;
+    /* non-blocking: no implicit order with the legacy default stream, which
+     * a host library in the same process may use */
+    int rc = fail(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    if (rc == TIDE_DEVAPI_OK) *out = s;
+    return rc;
+}
+
+int stream_destroy(int32_t dev, void * stream) {
+    if (int rc = use(dev)) return rc;
+    return fail(cudaStreamDestroy((cudaStream_t)stream), "cudaStreamDestroy");
+}
+
+int stream_sync(int32_t dev, void * stream) {
+    if (int rc = use(dev)) return rc;
+    return fail(cudaStreamSynchronize((cudaStream_t)stream), "cudaStreamSynchronize");
+}
+
+int event_create(int32_t dev, void ** out) {
+    if (int rc = use(dev)) return rc;
+    cudaEvent_t e;
+    /* no timing: cheaper to record and to wait on */
+    int rc = fail(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    if (rc == TIDE_DEVAPI_OK) *out = e;
+    return rc;
+}
+
+int event_destroy(int32_t dev, void * event) {
+    if (int rc = use(dev)) return rc;
+    return fail(cudaEventDestroy((cudaEvent_t)event), "cudaEventDestroy");
+}
+
+int event_record(int32_t dev, void * event, void * stream) {
+    if (int rc = use(dev)) return rc;
+    return fail(cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream), "cudaEventRecord");
+}
+
+int event_query(int32_t dev, void * event) {
+    if (use(dev)) return -1;
+    cudaError_t err = cudaEventQuery((cudaEvent_t)event);
+    if (err == cudaSuccess) return 1;
+    if (err == cudaErrorNotReady) {
+        cudaGetLastError();   /* "not ready" is an answer, not an error to keep */
+        return 0;
+    }
+    fail(err, "cudaEventQuery");
+    return -1;
+}
+
+int event_sync(int32_t dev, void * event) {
+    if (int rc = use(dev)) return rc;
+    return fail(cudaEventSynchronize((cudaEvent_t)event), "cudaEventSynchronize");
+}
+
+int stream_wait_event(int32_t dev, void * stream, void * event) {
+    if (int rc = use(dev)) return rc;
+    return fail(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0), "cudaStreamWaitEvent");
+}
+
+int host_callback(int32_t dev, void * stream, void (*fn)(void *), void * arg) {
+    if (int rc = use(dev)) return rc;
+    return fail(cudaLaunchHostFunc((cudaStream_t)stream, fn, arg), "cudaLaunchHostFunc");
+}
+
+int copy_async(int32_t dev, void * dst, const void * src, size_t nbytes, int32_t kind, void * stream) {
+    if (int rc = use(dev)) return rc;
+    cudaMemcpyKind k = kind == TIDE_COPY_H2D   ? cudaMemcpyHostToDevice
+                       : kind == TIDE_COPY_D2H ? cudaMemcpyDeviceToHost
+                                               : cudaMemcpyDeviceToDevice;
+    return fail(cudaMemcpyAsync(dst, src, nbytes, k, (cudaStream_t)stream), "cudaMemcpyAsync");
+}
+
+int pinned_alloc(size_t nbytes, void ** out) {
+    /* portable: usable by every device's streams, not only the current one's */
+    return fail(cudaHostAlloc(out, nbytes, cudaHostAllocPortable), "cudaHostAlloc");
+}
+
+int pinned_free(void * p) { return fail(cudaFreeHost(p), "cudaFreeHost"); }
+
+const tide_devapi table = {
+    TIDE_DEVAPI_VERSION,
+    "cuda",
+    probe,
+    error_text,
+    mem_alloc,
+    mem_free,
+    mem_info,
+    stream_create,
+    stream_destroy,
+    stream_sync,
+    event_create,
+    event_destroy,
+    event_record,
+    event_query,
+    event_sync,
+    stream_wait_event,
+    host_callback,
+    copy_async,
+    pinned_alloc,
+    pinned_free,
+};
+
+}   // namespace
+
+extern "C" __attribute__((visibility("default"))) const tide_devapi * tide_cuda_backend_api(int32_t version) {
+    return version == TIDE_DEVAPI_VERSION ? &table : nullptr;
 }

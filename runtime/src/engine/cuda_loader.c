@@ -1,22 +1,43 @@
 /*
  * cuda_loader.c - finds Tide's CUDA backend (libtide_cuda.so, beside libtide
  * or named by TIDE_CUDA_LIBRARY) the first time CUDA is asked about, and keeps
- * the answer: how many devices, or why there are none (no backend in this
- * build, no driver, no device). The backend itself is runtime/src/cuda/.
+ * the answer: the backend's function table (device.h) and how many devices,
+ * or why there are none (no backend in this build, no driver, no device).
+ * It owns one caching allocator per device (devalloc.c). The backend itself
+ * is runtime/src/cuda/.
  */
-#include "../core/internal.h"
+#include "cuda_loader.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static int32_t        n_devices;
-static char           status[5120];   /* room for a path and a message */
+enum { MAX_CUDA_DEVICES = 64 };
+
+static pthread_once_t      once = PTHREAD_ONCE_INIT;
+static const tide_devapi * api;
+static int32_t             n_devices;
+static char                status[5120];   /* room for a path and a message */
+static pthread_mutex_t     alloc_lock = PTHREAD_MUTEX_INITIALIZER;
+static tide_devalloc *     allocs[MAX_CUDA_DEVICES];
+
+/* Asks the backend how many devices it sees, and keeps it when it sees some. */
+static void take(const tide_devapi * t) {
+    char reason[4096];
+    reason[0] = 0;
+    int32_t n = t->probe(reason, sizeof reason);
+    if (n <= 0) {
+        snprintf(status, sizeof status, "CUDA is not available: %s", reason);
+        return;
+    }
+    api       = t;
+    n_devices = n < MAX_CUDA_DEVICES ? n : MAX_CUDA_DEVICES;
+    snprintf(status, sizeof status, "%s", reason);
+}
 
 static void probe(void) {
-    char        path[4096];
+    char         path[4096];
     const char * env = getenv("TIDE_CUDA_LIBRARY");
     if (env && *env) {
         snprintf(path, sizeof path, "%s", env);
@@ -35,16 +56,29 @@ static void probe(void) {
         snprintf(status, sizeof status, "CUDA is not available: this build has no CUDA backend (%s)", dlerror());
         return;
     }
-    int32_t (*backend_probe)(char *, size_t) = (int32_t (*)(char *, size_t))dlsym(lib, "tide_cuda_backend_probe");
-    if (!backend_probe) {
-        snprintf(status, sizeof status, "CUDA is not available: %s has no tide_cuda_backend_probe", path);
+    tide_devapi_get_fn get = (tide_devapi_get_fn)dlsym(lib, "tide_cuda_backend_api");
+    if (!get) {
+        snprintf(status, sizeof status, "CUDA is not available: %s has no tide_cuda_backend_api", path);
         return;
     }
-    char reason[4096];
-    reason[0] = 0;
-    n_devices = backend_probe(reason, sizeof reason);
-    if (n_devices > 0) snprintf(status, sizeof status, "%s", reason);
-    else snprintf(status, sizeof status, "CUDA is not available: %s", reason);
+    const tide_devapi * t = get(TIDE_DEVAPI_VERSION);
+    if (!t) {
+        snprintf(status, sizeof status, "CUDA is not available: %s was built for another version of libtide", path);
+        return;
+    }
+    take(t);
+}
+
+void tide_cuda_use_backend(const tide_devapi * t) {
+    pthread_once(&once, probe);
+    for (int32_t i = 0; i < MAX_CUDA_DEVICES; i++) {
+        tide_devalloc_free_all(allocs[i]);
+        allocs[i] = NULL;
+    }
+    api       = NULL;
+    n_devices = 0;
+    if (t) take(t);
+    else snprintf(status, sizeof status, "CUDA is not available: the backend was taken out");
 }
 
 int32_t tide_cuda_device_count(void) {
@@ -55,4 +89,59 @@ int32_t tide_cuda_device_count(void) {
 const char * tide_cuda_status(void) {
     pthread_once(&once, probe);
     return status;
+}
+
+const tide_devapi * tide_cuda_api(void) {
+    pthread_once(&once, probe);
+    return api;
+}
+
+/* cuda:`device` checked against what the backend found; `what` names the caller. */
+static tide_status check_device(int32_t device, const char * what) {
+    pthread_once(&once, probe);
+    if (n_devices == 0) return tide_error_set(TIDE_E_DEVICE, "%s: %s", what, status);
+    if (device < 0 || device >= n_devices)
+        return tide_error_set(TIDE_E_DEVICE, "%s: there is no device cuda:%d (the CUDA devices are cuda:0 to cuda:%d)",
+                              what, device, n_devices - 1);
+    return TIDE_OK;
+}
+
+tide_devalloc * tide_cuda_allocator(int32_t device) {
+    if (check_device(device, "cuda") != TIDE_OK) return NULL;
+    pthread_mutex_lock(&alloc_lock);
+    if (!allocs[device]) {
+        char name[32];
+        snprintf(name, sizeof name, "cuda:%d", device);
+        allocs[device] = tide_devalloc_new(api, device, name);
+        if (!allocs[device]) tide_error_set(TIDE_E_OOM, "cuda:%d: out of host memory for its allocator", device);
+    }
+    tide_devalloc * a = allocs[device];
+    pthread_mutex_unlock(&alloc_lock);
+    return a;
+}
+
+/* cuda:`device`'s allocator for the public call `what`; NULL with the error set. */
+static tide_devalloc * allocator_for(int32_t device, const char * what) {
+    return check_device(device, what) == TIDE_OK ? tide_cuda_allocator(device) : NULL;
+}
+
+tide_status tide_cuda_memory_stats(int32_t device, tide_devmem_stats * out) {
+    tide_devalloc * a = allocator_for(device, "cuda.memory_stats");
+    if (!a) return TIDE_E_DEVICE;
+    tide_devalloc_stats(a, out);
+    return TIDE_OK;
+}
+
+tide_status tide_cuda_empty_cache(int32_t device) {
+    tide_devalloc * a = allocator_for(device, "cuda.empty_cache");
+    if (!a) return TIDE_E_DEVICE;
+    tide_devalloc_empty_cache(a);
+    return TIDE_OK;
+}
+
+tide_status tide_cuda_reset_peak(int32_t device) {
+    tide_devalloc * a = allocator_for(device, "cuda.reset_peak");
+    if (!a) return TIDE_E_DEVICE;
+    tide_devalloc_reset_peak(a);
+    return TIDE_OK;
 }

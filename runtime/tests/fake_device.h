@@ -1,0 +1,186 @@
+/* fake_device.h - a tide_devapi (engine/device.h) over host memory, for tests
+ * of what libtide builds on a device backend without a GPU. Device memory is
+ * malloc'd up to a capacity the test sets. Work queued on a stream (copies,
+ * host callbacks, event records) is done only when the test says so with
+ * fake_stream_finish(), so a test decides what the "device" has finished. */
+#ifndef TIDE_TEST_FAKE_DEVICE_H
+#define TIDE_TEST_FAKE_DEVICE_H
+
+#include "engine/device.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct fake_stream {
+    int64_t queued, finished;        /* work items put on it, and finished */
+    struct { int64_t at; void (*fn)(void *); void * arg; } cb[64];
+    int     n_cb;
+} fake_stream;
+
+typedef struct { fake_stream * s; int64_t at; } fake_event;
+
+static struct {
+    pthread_mutex_t lock;
+    size_t          capacity, used;  /* device memory */
+    int64_t         n_mallocs, n_frees, n_syncs;
+    char            error[128];
+} fake = {PTHREAD_MUTEX_INITIALIZER, 64 << 20, 0, 0, 0, 0, ""};
+
+/* Each allocation is preceded by its size, to give `used` back on free. */
+static int fake_mem_alloc(int32_t dev, size_t n, void ** out) {
+    pthread_mutex_lock(&fake.lock);
+    int rc = TIDE_DEVAPI_OK;
+    if (fake.used + n > fake.capacity) {
+        snprintf(fake.error, sizeof fake.error, "fake: %zu bytes do not fit", n);
+        rc = TIDE_DEVAPI_OOM;
+    } else {
+        size_t * p = malloc(n + 64);
+        p[0]       = n;
+        *out       = (char *)p + 64;
+        fake.used += n;
+        fake.n_mallocs++;
+    }
+    pthread_mutex_unlock(&fake.lock);
+    return rc;
+}
+
+static int fake_mem_free(int32_t dev, void * p) {
+    size_t * h = (size_t *)((char *)p - 64);
+    pthread_mutex_lock(&fake.lock);
+    fake.used -= h[0];
+    fake.n_frees++;
+    pthread_mutex_unlock(&fake.lock);
+    free(h);
+    return TIDE_DEVAPI_OK;
+}
+
+static int fake_mem_info(int32_t dev, size_t * f, size_t * t) {
+    pthread_mutex_lock(&fake.lock);
+    *f = fake.capacity - fake.used;
+    *t = fake.capacity;
+    pthread_mutex_unlock(&fake.lock);
+    return TIDE_DEVAPI_OK;
+}
+
+static int fake_stream_create(int32_t dev, void ** out) {
+    *out = calloc(1, sizeof(fake_stream));
+    return TIDE_DEVAPI_OK;
+}
+
+/* Finishes everything queued on s so far, running its callbacks in order. */
+static void fake_stream_finish(fake_stream * s) {
+    pthread_mutex_lock(&fake.lock);
+    s->finished = s->queued;
+    int n   = s->n_cb;
+    s->n_cb = 0;
+    pthread_mutex_unlock(&fake.lock);
+    for (int i = 0; i < n; i++) s->cb[i].fn(s->cb[i].arg);
+}
+
+static int fake_stream_destroy(int32_t dev, void * s) {
+    fake_stream_finish(s);
+    free(s);
+    return TIDE_DEVAPI_OK;
+}
+
+static int fake_stream_sync(int32_t dev, void * s) {
+    fake.n_syncs++;
+    fake_stream_finish(s);
+    return TIDE_DEVAPI_OK;
+}
+
+static int fake_event_create(int32_t dev, void ** out) {
+    *out = calloc(1, sizeof(fake_event));
+    return TIDE_DEVAPI_OK;
+}
+
+static int fake_event_destroy(int32_t dev, void * e) {
+    free(e);
+    return TIDE_DEVAPI_OK;
+}
+
+static int fake_event_record(int32_t dev, void * e, void * s) {
+    pthread_mutex_lock(&fake.lock);
+    fake_event * ev = e;
+    ev->s  = s;
+    ev->at = ((fake_stream *)s)->queued;
+    pthread_mutex_unlock(&fake.lock);
+    return TIDE_DEVAPI_OK;
+}
+
+static int fake_event_query(int32_t dev, void * e) {
+    pthread_mutex_lock(&fake.lock);
+    fake_event * ev = e;
+    int done = !ev->s || ev->s->finished >= ev->at;
+    pthread_mutex_unlock(&fake.lock);
+    return done;
+}
+
+static int fake_event_sync(int32_t dev, void * e) {
+    fake_event * ev = e;
+    fake.n_syncs++;
+    if (ev->s && !fake_event_query(dev, e)) fake_stream_finish(ev->s);
+    return TIDE_DEVAPI_OK;
+}
+
+static int fake_stream_wait_event(int32_t dev, void * s, void * e) { return TIDE_DEVAPI_OK; }
+
+static int fake_host_callback(int32_t dev, void * s, void (*fn)(void *), void * arg) {
+    fake_stream * st = s;
+    pthread_mutex_lock(&fake.lock);
+    if (st->n_cb == 64) {
+        pthread_mutex_unlock(&fake.lock);
+        snprintf(fake.error, sizeof fake.error, "fake: too many callbacks on one stream");
+        return TIDE_DEVAPI_ERROR;
+    }
+    st->cb[st->n_cb].at  = st->queued;
+    st->cb[st->n_cb].fn  = fn;
+    st->cb[st->n_cb].arg = arg;
+    st->n_cb++;
+    pthread_mutex_unlock(&fake.lock);
+    return TIDE_DEVAPI_OK;
+}
+
+/* Copies at once, but counts as work the stream has still to finish. */
+static int fake_copy_async(int32_t dev, void * dst, const void * src, size_t n, int32_t kind, void * s) {
+    memcpy(dst, src, n);
+    pthread_mutex_lock(&fake.lock);
+    ((fake_stream *)s)->queued++;
+    pthread_mutex_unlock(&fake.lock);
+    return TIDE_DEVAPI_OK;
+}
+
+/* Queues a unit of work (a kernel) on s. */
+static void fake_launch(fake_stream * s) {
+    pthread_mutex_lock(&fake.lock);
+    s->queued++;
+    pthread_mutex_unlock(&fake.lock);
+}
+
+static int fake_pinned_alloc(size_t n, void ** out) {
+    *out = malloc(n ? n : 1);
+    return TIDE_DEVAPI_OK;
+}
+
+static int fake_pinned_free(void * p) {
+    free(p);
+    return TIDE_DEVAPI_OK;
+}
+
+static int32_t fake_probe(char * reason, size_t n) {
+    snprintf(reason, n, "1 device: cuda:0 fake (host memory)");
+    return 1;
+}
+
+static const char * fake_error_text(void) { return fake.error; }
+
+static const tide_devapi fake_api = {
+    TIDE_DEVAPI_VERSION, "fake",           fake_probe,         fake_error_text,   fake_mem_alloc,
+    fake_mem_free,       fake_mem_info,    fake_stream_create, fake_stream_destroy, fake_stream_sync,
+    fake_event_create,   fake_event_destroy, fake_event_record, fake_event_query,  fake_event_sync,
+    fake_stream_wait_event, fake_host_callback, fake_copy_async, fake_pinned_alloc, fake_pinned_free,
+};
+
+#endif
