@@ -709,6 +709,7 @@ function methods.to(t, a, b)
       else
         local dv = ffi.new("tide_device")
         if C.tide_device_parse(x, dv) ~= 0 then
+          if x:match("^cuda") or x:match("^cpu") then raise() end   -- a device, but not one here
           fail(string.format("to: '%s' is neither a dtype nor a device", x))
         end
         dev = dv
@@ -726,6 +727,20 @@ for name, d in pairs { float = "float32", double = "float64", int = "int32", lon
   methods[name] = function(t) return methods.to(t, d) end
 end
 function methods.type_as(t, other) return methods.to(t, dtype_names[other.dtype_id]) end
+--- cuda(device): t on a CUDA device ("cuda:N" or N, default cuda:0); t itself when already there.
+-- @usage local g = t:cuda()
+function methods.cuda(t, device)
+  if type(device) == "number" then device = "cuda:" .. device end
+  if device ~= nil and (type(device) ~= "string" or not device:match("^cuda")) then
+    fail("cuda: expects a CUDA device ('cuda:N' or N), got " .. tostring(device))
+  end
+  return methods.to(t, device or "cuda:0")
+end
+--- cpu(): t on the host; t itself when it is on a CPU device already.
+function methods.cpu(t)
+  if t.dev.type == 0 then return t end
+  return methods.to(t, "cpu")
+end
 
 --- Copies src (broadcast to t's shape, converted to t's dtype) into t.
 function methods.copy_(t, src)

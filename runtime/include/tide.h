@@ -180,13 +180,14 @@ int32_t  tide_tensor_is_contiguous(const tide_tensor * t);
 size_t   tide_tensor_nbytes(const tide_tensor * t);       /* bytes of the view's elements */
 size_t   tide_storage_nbytes(const tide_storage * s);
 int32_t  tide_storage_refcount(const tide_storage * s);
-/* Waits for pending writes, then returns a pointer to the first element.
- * Borrowed: valid while t lives. NULL (with an error set) if a pending op on
- * the storage failed. */
+/* Waits for pending writes, then returns a pointer to the first element (on a
+ * CUDA device, its device address). Borrowed: valid while t lives. NULL (with
+ * an error set) if a pending op on the storage failed. */
 void *   tide_tensor_data(tide_tensor * t);
 /* Waits for every pending write to t's storage; returns its error, if any. */
 tide_status tide_tensor_wait(tide_tensor * t);
-/* Element i (row-major index over the view) as a double, after waiting. */
+/* Element i (row-major index over the view) as a double, after waiting (a
+ * device tensor is copied to the host first). */
 tide_status tide_tensor_get(tide_tensor * t, int64_t i, double * out);
 /* Copies the view's elements, in row-major order, as doubles into out[0..nelem). */
 tide_status tide_tensor_to_doubles(tide_tensor * t, double * out);

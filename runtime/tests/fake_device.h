@@ -2,7 +2,8 @@
  * of what libtide builds on a device backend without a GPU. Device memory is
  * malloc'd up to a capacity the test sets. Work queued on a stream (copies,
  * host callbacks, event records) is done only when the test says so with
- * fake_stream_finish(), so a test decides what the "device" has finished. */
+ * fake_stream_finish(), so a test decides what the "device" has finished
+ * (or at once, with fake.autorun set). */
 #ifndef TIDE_TEST_FAKE_DEVICE_H
 #define TIDE_TEST_FAKE_DEVICE_H
 
@@ -26,7 +27,8 @@ static struct {
     size_t          capacity, used;  /* device memory */
     int64_t         n_mallocs, n_frees, n_syncs;
     char            error[128];
-} fake = {PTHREAD_MUTEX_INITIALIZER, 64 << 20, 0, 0, 0, 0, ""};
+    int             autorun;         /* work is done as soon as it is queued */
+} fake = {PTHREAD_MUTEX_INITIALIZER, 64 << 20, 0, 0, 0, 0, "", 0};
 
 /* Each allocation is preceded by its size, to give `used` back on free. */
 static int fake_mem_alloc(int32_t dev, size_t n, void ** out) {
@@ -71,12 +73,14 @@ static int fake_stream_create(int32_t dev, void ** out) {
 
 /* Finishes everything queued on s so far, running its callbacks in order. */
 static void fake_stream_finish(fake_stream * s) {
+    struct { void (*fn)(void *); void * arg; } run[64];
     pthread_mutex_lock(&fake.lock);
     s->finished = s->queued;
-    int n   = s->n_cb;
+    int n = s->n_cb;
+    for (int i = 0; i < n; i++) run[i].fn = s->cb[i].fn, run[i].arg = s->cb[i].arg;
     s->n_cb = 0;
     pthread_mutex_unlock(&fake.lock);
-    for (int i = 0; i < n; i++) s->cb[i].fn(s->cb[i].arg);
+    for (int i = 0; i < n; i++) run[i].fn(run[i].arg);
 }
 
 static int fake_stream_destroy(int32_t dev, void * s) {
@@ -139,7 +143,9 @@ static int fake_host_callback(int32_t dev, void * s, void (*fn)(void *), void * 
     st->cb[st->n_cb].fn  = fn;
     st->cb[st->n_cb].arg = arg;
     st->n_cb++;
+    int run = fake.autorun;
     pthread_mutex_unlock(&fake.lock);
+    if (run) fake_stream_finish(st);
     return TIDE_DEVAPI_OK;
 }
 
@@ -153,7 +159,7 @@ static int fake_copy_async(int32_t dev, void * dst, const void * src, size_t n, 
 }
 
 /* Queues a unit of work (a kernel) on s. */
-static void fake_launch(fake_stream * s) {
+static inline void fake_launch(fake_stream * s) {
     pthread_mutex_lock(&fake.lock);
     s->queued++;
     pthread_mutex_unlock(&fake.lock);

@@ -31,6 +31,10 @@
         if (TIDE_UNLIKELY(st_ != TIDE_OK)) return st_;                            \
     } while (0)
 
+/* The status of the calling thread's last tide_error_set: for callers of
+ * functions that return NULL on failure. */
+TIDE_INTERNAL tide_status tide_last_status(void);
+
 /* -- allocator (core/alloc.c) ----------------------------------------------- */
 
 enum { TIDE_ALIGN = 64 };
@@ -57,10 +61,12 @@ struct tide_storage {
      * the order they were pushed (under the engine's lock), and poison. */
     struct tide_dep * q_head, * q_tail;
     int32_t      waiters;             /* threads waiting for that queue to empty */
+    int32_t      n_launched;          /* of those ops, launched on a device and not done there yet */
     atomic_int   poisoned;            /* 0 or the tide_status of a failed op that wrote here */
     char *       poison_msg;          /* owned; set before `poisoned` is published */
     atomic_int   version;             /* bumped by every op that writes into an existing tensor */
     bool         deferred;            /* data is allocated when the first op writing it runs */
+    struct tide_devblock * block;     /* a device storage's memory (engine/devalloc.c); data is its address */
 };
 
 TIDE_INTERNAL tide_storage * tide_storage_new(size_t nbytes, tide_device dev);
@@ -242,6 +248,11 @@ typedef struct tide_engine_task {
     int64_t        cost;          /* rough work in elements: small tasks may run inline */
     /* Writes a description of the task's arguments ("[2,3] [3]") for errors and traces. */
     void (*describe)(const void * ctx, char * buf, size_t n);
+    /* Tasks on a CUDA device: fn only launches the work on the device's stream.
+     * When the device has done it, complete(ctx) (if set) runs on the queue's
+     * thread before anyone outside that stream sees the results (a copy to the
+     * host finishes there). */
+    tide_engine_fn complete;
 } tide_engine_task;
 
 /* Queues the task to run on dev once the earlier ops writing any of `reads`,

@@ -5,6 +5,7 @@
  * Dependency tracking on storages is the engine's business, not this file's.
  */
 #include "internal.h"
+#include "../engine/cuda_loader.h"
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -13,8 +14,21 @@ static tide_status oom(size_t nbytes) {
     return tide_error_set(TIDE_E_OOM, "out of memory: could not allocate %zu bytes on the host", nbytes);
 }
 
+/* Memory for s: on the host, or from its CUDA device's caching allocator for
+ * the device's stream (the one its engine queue runs on). */
+static tide_status allocate(tide_storage * s) {
+    if (s->device.type == TIDE_DEVICE_CPU) return (s->data = tide_host_alloc(s->nbytes, &s->capacity)) ? TIDE_OK
+                                                                                                       : oom(s->nbytes);
+    int32_t         dev    = s->device.index;
+    tide_devalloc * a      = tide_cuda_allocator(dev);
+    void *          stream = a ? tide_cuda_stream(dev) : NULL;
+    if (!stream || !(s->block = tide_devalloc_alloc(a, s->nbytes, stream))) return tide_last_status();
+    s->data = tide_devblock_ptr(s->block);
+    return TIDE_OK;
+}
+
 static tide_storage * make(size_t nbytes, tide_device dev, bool deferred) {
-    if (dev.type != TIDE_DEVICE_CPU) {
+    if (dev.type != TIDE_DEVICE_CPU && dev.type != TIDE_DEVICE_CUDA) {
         tide_error_set(TIDE_E_DEVICE, "storage: device type %d has no allocator in this build", dev.type);
         return NULL;
     }
@@ -27,9 +41,8 @@ static tide_storage * make(size_t nbytes, tide_device dev, bool deferred) {
     s->device   = dev;
     s->deferred = deferred;
     atomic_init(&s->refcount, 1);
-    if (!deferred && !(s->data = tide_host_alloc(nbytes, &s->capacity))) {
+    if (!deferred && allocate(s) != TIDE_OK) {
         tide_obj_free(TIDE_OBJ_STORAGE, s);
-        oom(nbytes);
         return NULL;
     }
     return s;
@@ -52,7 +65,7 @@ static size_t host_memory(void) {
 tide_storage * tide_storage_new_deferred(size_t nbytes, tide_device dev) {
     /* more than the machine has could never be allocated when the op runs:
      * fail now, at the call, as an eager allocation would */
-    if (nbytes > host_memory()) {
+    if (dev.type == TIDE_DEVICE_CPU && nbytes > host_memory()) {
         oom(nbytes);
         return NULL;
     }
@@ -61,8 +74,7 @@ tide_storage * tide_storage_new_deferred(size_t nbytes, tide_device dev) {
 
 tide_status tide_storage_materialize(tide_storage * s) {
     if (s->data || !s->deferred) return TIDE_OK;
-    s->data = tide_host_alloc(s->nbytes, &s->capacity);
-    return s->data ? TIDE_OK : oom(s->nbytes);
+    return allocate(s);
 }
 
 void tide_storage_retain(tide_storage * s) {
@@ -72,7 +84,9 @@ void tide_storage_retain(tide_storage * s) {
 void tide_storage_release(tide_storage * s) {
     if (!s) return;
     if (atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) != 1) return;
-    if (s->capacity)
+    if (s->block)
+        tide_devalloc_free(tide_cuda_allocator(s->device.index), s->block);
+    else if (s->capacity)
         tide_host_free(s->data, s->capacity);
     else if (s->free_fn)
         s->free_fn(s->data, s->free_ctx);

@@ -13,14 +13,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-enum { MAX_CUDA_DEVICES = 64 };
-
 static pthread_once_t      once = PTHREAD_ONCE_INIT;
 static const tide_devapi * api;
 static int32_t             n_devices;
 static char                status[5120];   /* room for a path and a message */
 static pthread_mutex_t     alloc_lock = PTHREAD_MUTEX_INITIALIZER;
-static tide_devalloc *     allocs[MAX_CUDA_DEVICES];
+static tide_devalloc *     allocs[TIDE_MAX_CUDA_DEVICES];
+static void *              streams[TIDE_MAX_CUDA_DEVICES];   /* each device's compute stream */
 
 /* Asks the backend how many devices it sees, and keeps it when it sees some. */
 static void take(const tide_devapi * t) {
@@ -32,7 +31,7 @@ static void take(const tide_devapi * t) {
         return;
     }
     api       = t;
-    n_devices = n < MAX_CUDA_DEVICES ? n : MAX_CUDA_DEVICES;
+    n_devices = n < TIDE_MAX_CUDA_DEVICES ? n : TIDE_MAX_CUDA_DEVICES;
     snprintf(status, sizeof status, "%s", reason);
 }
 
@@ -71,9 +70,11 @@ static void probe(void) {
 
 void tide_cuda_use_backend(const tide_devapi * t) {
     pthread_once(&once, probe);
-    for (int32_t i = 0; i < MAX_CUDA_DEVICES; i++) {
+    for (int32_t i = 0; i < TIDE_MAX_CUDA_DEVICES; i++) {
         tide_devalloc_free_all(allocs[i]);
         allocs[i] = NULL;
+        if (streams[i]) api->stream_destroy(i, streams[i]);
+        streams[i] = NULL;
     }
     api       = NULL;
     n_devices = 0;
@@ -118,6 +119,18 @@ tide_devalloc * tide_cuda_allocator(int32_t device) {
     tide_devalloc * a = allocs[device];
     pthread_mutex_unlock(&alloc_lock);
     return a;
+}
+
+void * tide_cuda_stream(int32_t device) {
+    if (check_device(device, "cuda") != TIDE_OK) return NULL;
+    pthread_mutex_lock(&alloc_lock);
+    if (!streams[device] && api->stream_create(device, &streams[device]) != TIDE_DEVAPI_OK) {
+        tide_error_set(TIDE_E_DEVICE, "cuda:%d: could not create a stream: %s", device, api->error_text());
+        streams[device] = NULL;
+    }
+    void * s = streams[device];
+    pthread_mutex_unlock(&alloc_lock);
+    return s;
 }
 
 /* cuda:`device`'s allocator for the public call `what`; NULL with the error set. */

@@ -1,5 +1,5 @@
 /*
- * device.c - device names ("cpu", "cpu:N", "cuda:N") to and from tide_device.
+ * device.c - device names ("cpu", "cpu:N", "cuda", "cuda:N") to and from tide_device.
  * Which devices exist and how they run work is the engine's business.
  */
 #include "../core/internal.h"
@@ -26,10 +26,14 @@ tide_status tide_device_parse(const char * name, tide_device * out) {
             return tide_error_set(TIDE_E_DEVICE, "device: bad device index in '%s'", name);
         index = (int32_t)v;
     }
-    if (type == TIDE_DEVICE_CUDA)   /* devices are found, but no kernels run on them yet */
-        return tide_error_set(TIDE_E_DEVICE, "device: '%s': %s", name,
-                              tide_cuda_device_count() > 0 ? "CUDA devices were found, but Tide has no CUDA kernels "
-                                                              "yet" : tide_cuda_status());
+    if (type == TIDE_DEVICE_CUDA) {   /* "cuda" is cuda:0, as in PyTorch */
+        int32_t n = tide_cuda_device_count();
+        if (n == 0) return tide_error_set(TIDE_E_DEVICE, "device: '%s': %s", name, tide_cuda_status());
+        if (index < 0) index = 0;
+        if (index >= n)
+            return tide_error_set(TIDE_E_DEVICE, "device: '%s' is not available: the CUDA devices are cuda:0 to cuda:%d",
+                                  name, n - 1);
+    }
     if (type == TIDE_DEVICE_CPU && index >= tide_engine_cpu_queues())
         return tide_error_set(TIDE_E_DEVICE, "device: '%s' is not available: the CPU devices are cpu and cpu:0 to cpu:%d",
                               name, tide_engine_cpu_queues() - 1);

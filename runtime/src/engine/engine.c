@@ -14,9 +14,14 @@
  * tide_trace_start/stop) records a Chrome trace of what each device ran.
  * tide_set_interrupt() (async-signal-safe, for a host's SIGINT handler) makes
  * the next push or blocking wait of a host thread return TIDE_E_INTERRUPTED.
+ * A CUDA device has a queue whose thread launches each op on the device's
+ * stream and goes on: later ops of the same queue may follow it at once, since
+ * the stream keeps their order, while everyone else waits until the device
+ * says, through a host callback, that the work is done.
  * How kernels split their own work across cores is the pool's job (pool.c).
  */
 #include "../core/internal.h"
+#include "cuda_loader.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -26,7 +31,7 @@
 
 /* Storages an op usually touches at most; a task may name more (a replayed
  * graph names every tensor it reads or writes), at the cost of a malloc. */
-enum { MAX_DEPS = TIDE_OP_MAX_IN + TIDE_OP_MAX_OUT, MAX_QUEUES = 65 };
+enum { MAX_DEPS = TIDE_OP_MAX_IN + TIDE_OP_MAX_OUT, CPU_QUEUES = 65, MAX_QUEUES = CPU_QUEUES + TIDE_MAX_CUDA_DEVICES };
 /* Below this cost (elements) a task whose storages are free runs inline. */
 enum { INLINE_COST = 1 << 16 };
 /* Back-pressure: a host thread that has this many ops queued, or ops holding
@@ -53,6 +58,7 @@ typedef struct op {
     int32_t          n_deps, n_writes;   /* deps[0 .. n_writes) are writes, the rest reads */
     int32_t          waiting;   /* deps not granted yet */
     int32_t          queue;
+    bool             launched;  /* on a device: its work is queued on the stream, not done yet */
     int64_t          held_bytes; /* of the storages it keeps alive, for back-pressure */
     dep *            deps;      /* in the same block, after the payload */
     tide_storage **  storages;  /* deps[i].s, for execute() */
@@ -62,6 +68,8 @@ typedef struct op {
 
 typedef struct {
     op *      head, * tail;
+    op *      done_head, * done_tail;   /* a CUDA queue's launched ops that its device has done */
+    int32_t   cuda;                     /* the CUDA device of a CUDA queue, else -1 */
     pthread_t thread;
     bool      started;
 } devq;
@@ -70,7 +78,7 @@ static pthread_mutex_t lock      = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t  work_cond = PTHREAD_COND_INITIALIZER;   /* a device queue got work */
 static pthread_cond_t  done_cond = PTHREAD_COND_INITIALIZER;   /* what a waiter waits for may be done */
 static int32_t         sync_waiters, pressure_waiters;         /* threads in sync_all, in back-pressure */
-static devq            queues[MAX_QUEUES];      /* 0: "cpu", 1 + i: "cpu:i" */
+static devq            queues[MAX_QUEUES];      /* 0: "cpu", 1 + i: "cpu:i", CPU_QUEUES + i: "cuda:i" */
 static int64_t         n_pending;               /* pushed, not finished (deferred ones) */
 static int64_t         pending_bytes;           /* held by those ops' storages */
 static _Thread_local bool on_worker;            /* an engine worker: never throttled */
@@ -195,6 +203,9 @@ tide_status tide_trace_stop(const char * path) {
     for (int32_t q = 0; q < tide_engine_cpu_queues(); q++)
         fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"args\":{\"name\":\"cpu:%d\"}}",
                 q + 2, q);
+    for (int32_t d = 0; d < tide_cuda_device_count(); d++)
+        fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"args\":{\"name\":\"cuda:%d\"}}",
+                CPU_QUEUES + d + 1, d);
     for (size_t i = 0; i < n_events; i++) {
         const trace_event * e = &events[i];
         fprintf(f, ",\n{\"name\":\"%s\",\"ph\":\"X\",\"pid\":1,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
@@ -232,7 +243,7 @@ int32_t tide_engine_busy_workers(void) { return atomic_load_explicit(&busy, memo
 
 int32_t tide_engine_cpu_queues(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 2 ? 2 : n > MAX_QUEUES - 1 ? MAX_QUEUES - 1 : (int32_t)n;
+    return n < 2 ? 2 : n > CPU_QUEUES - 1 ? CPU_QUEUES - 1 : (int32_t)n;
 }
 
 static bool is_sync(void) {
@@ -310,10 +321,16 @@ static tide_status execute(const tide_engine_task * t, int32_t id, int32_t queue
 
 static void ready(op * o);
 
+static void grant_past_launched(tide_storage * s);
+
 /* Grants what the head of s's queue allows: one write, or the reads before the first write. */
 static void grant(tide_storage * s) {
     dep * d = s->q_head;
     if (!d) return;
+    if (TIDE_UNLIKELY(s->n_launched > 0)) {
+        grant_past_launched(s);
+        return;
+    }
     if (d->write) {
         if (!d->granted) {
             d->granted = true;
@@ -323,6 +340,21 @@ static void grant(tide_storage * s) {
     }
     for (; d && !d->write; d = d->next) {
         if (d->granted) continue;
+        d->granted = true;
+        if (--d->op->waiting == 0) ready(d->op);
+    }
+}
+
+/* grant() when ops in s's queue are launched on a device and not done there:
+ * an op may pass an earlier one it conflicts with only when that one is
+ * launched on the same device queue, whose stream runs them in order. */
+static void grant_past_launched(tide_storage * s) {
+    for (dep * d = s->q_head; d; d = d->next) {
+        if (d->granted) continue;
+        bool ok = true;
+        for (dep * e = s->q_head; e != d && ok; e = e->next)
+            ok = !(e->write || d->write) || (e->op && e->op->launched && e->op->queue == d->op->queue);
+        if (!ok) continue;
         d->granted = true;
         if (--d->op->waiting == 0) ready(d->op);
     }
@@ -364,33 +396,57 @@ static void ready(op * o) {
     pthread_cond_broadcast(&work_cond);
 }
 
+/* Drops one reference to s unless it is the last (then false: the caller owns
+ * the storage alone and frees it later). Cheap enough to do under the lock. */
+static bool release_unless_last(tide_storage * s) {
+    int r = atomic_load_explicit(&s->refcount, memory_order_relaxed);
+    while (r > 1)
+        if (atomic_compare_exchange_weak_explicit(&s->refcount, &r, r - 1, memory_order_acq_rel, memory_order_relaxed))
+            return true;
+    return false;
+}
+
 static void finish(op * o, tide_status st) {
     /* The task lets go of its tensors before it stops counting as pending, so
      * that after tide_sync() no tensor is held by finished work (a graph
      * capture's check of what is still held relies on it). Its storages stay
-     * retained by o->deps until they leave the queues below. */
+     * retained by o->deps until they leave the queues below; those it holds
+     * the last reference to are freed before the op stops counting as
+     * pending, so that memory figures read after tide_sync() are exact. */
     if (o->task.drop) o->task.drop(o->task.ctx);
     pthread_mutex_lock(&lock);
     if (o->live_prev) o->live_prev->live_next = o->live_next; else live = o->live_next;
     if (o->live_next) o->live_next->live_prev = o->live_prev;
     progress++;
+    if (o->launched)
+        for (int32_t i = 0; i < o->n_deps; i++) o->deps[i].s->n_launched--;
     for (int32_t i = 0; i < o->n_deps; i++) remove_dep(&o->deps[i]);
     for (int32_t i = 0; i < o->n_deps; i++) grant(o->deps[i].s);
     if (st != TIDE_OK && first_error == TIDE_OK) {
         first_error = st;
         snprintf(first_error_msg, sizeof first_error_msg, "%s", tide_last_error());
     }
-    n_pending--;
-    pending_bytes -= o->held_bytes;
     /* Wake waiters only when what they wait for may be done: a broadcast per op
      * woke a waiting host thread on every finish, and its wake-ups cost a
      * stream of queued 256x256 products 4% of their time. */
-    bool wake = (sync_waiters > 0 && n_pending == 0) ||
-                (pressure_waiters > 0 && n_pending <= MAX_PENDING_OPS / 2 && pending_bytes <= MAX_PENDING_BYTES / 2);
+    bool wake = false;
     for (int32_t i = 0; i < o->n_deps && !wake; i++) wake = !o->deps[i].s->q_head && o->deps[i].s->waiters > 0;
+    int32_t n_last = 0;
+    for (int32_t i = 0; i < o->n_deps; i++)
+        if (!release_unless_last(o->deps[i].s)) o->storages[n_last++] = o->deps[i].s;
+    if (n_last) {   /* free outside the lock: a storage's release may call its allocator or free_fn */
+        if (wake) pthread_cond_broadcast(&done_cond);
+        pthread_mutex_unlock(&lock);
+        for (int32_t i = 0; i < n_last; i++) tide_storage_release(o->storages[i]);
+        pthread_mutex_lock(&lock);
+        wake = false;
+    }
+    n_pending--;
+    pending_bytes -= o->held_bytes;
+    wake = wake || (sync_waiters > 0 && n_pending == 0) ||
+           (pressure_waiters > 0 && n_pending <= MAX_PENDING_OPS / 2 && pending_bytes <= MAX_PENDING_BYTES / 2);
     if (wake) pthread_cond_broadcast(&done_cond);
     pthread_mutex_unlock(&lock);
-    for (int32_t i = 0; i < o->n_deps; i++) tide_storage_release(o->deps[i].s);
     free(o);
 }
 
@@ -416,9 +472,100 @@ static void * worker(void * arg) {
     return NULL;
 }
 
+/* Called by the device (on a thread of its backend, which may not call the
+ * backend) when the work launched for o is done: o's queue thread finishes it. */
+static void device_done(void * arg) {
+    op * o = arg;
+    pthread_mutex_lock(&lock);
+    devq * q = &queues[o->queue];
+    o->next  = NULL;
+    if (q->done_tail) q->done_tail->next = o; else q->done_head = o;
+    q->done_tail = o;
+    pthread_cond_broadcast(&work_cond);
+    pthread_mutex_unlock(&lock);
+}
+
+/* Runs a device task's completion step; a failure poisons what it writes. */
+static tide_status complete(const tide_engine_task * t, int32_t id, tide_storage * const * writes, int32_t n_writes) {
+    if (!t->complete) return TIDE_OK;
+    tide_status st = t->complete(t->ctx);
+    if (st != TIDE_OK) {
+        char msg[1024], where[128];
+        origin_of(id, where, sizeof where);
+        snprintf(msg, sizeof msg, "%s (op %s%s%s)", tide_last_error(), t->name, where[0] ? ", enqueued at " : "",
+                 where);
+        for (int32_t i = 0; i < n_writes; i++) poison(writes[i], st, msg);
+        tide_error_set(st, "%s", msg);
+    }
+    return st;
+}
+
+/* A CUDA queue's thread: launches its ready ops on the device's stream, and
+ * finishes those the device has done. It never waits for the device itself. */
+static void * device_worker(void * arg) {
+    devq *              q   = arg;
+    const tide_devapi * api = tide_cuda_api();
+    void *              stream = tide_cuda_stream(q->cuda);
+    on_worker = true;
+    pthread_mutex_lock(&lock);
+    for (;;) {
+        while (!q->head && !q->done_head) pthread_cond_wait(&work_cond, &lock);
+        op * o;
+        if ((o = q->done_head)) {
+            q->done_head = o->next;
+            if (!q->done_head) q->done_tail = NULL;
+            pthread_mutex_unlock(&lock);
+            finish(o, complete(&o->task, o->id, o->storages, o->n_writes));
+            pthread_mutex_lock(&lock);
+            continue;
+        }
+        o       = q->head;
+        q->head = o->next;
+        if (!q->head) q->tail = NULL;
+        pthread_mutex_unlock(&lock);
+
+        int32_t     nw = o->n_writes;
+        tide_status st = execute(&o->task, o->id, o->queue, o->storages + nw, o->n_deps - nw, o->storages, nw);
+        if (st != TIDE_OK) {
+            finish(o, st);
+            pthread_mutex_lock(&lock);
+            continue;
+        }
+        pthread_mutex_lock(&lock);
+        o->launched = true;   /* the queue's next ops may follow it on the stream */
+        for (int32_t i = 0; i < o->n_deps; i++) o->deps[i].s->n_launched++;
+        for (int32_t i = 0; i < o->n_deps; i++) grant(o->deps[i].s);
+        pthread_mutex_unlock(&lock);
+        if (!stream || api->host_callback(q->cuda, stream, device_done, o) != TIDE_DEVAPI_OK) {
+            /* no callback: wait for the device here rather than never finish */
+            if (stream) api->stream_sync(q->cuda, stream);
+            device_done(o);
+        }
+        pthread_mutex_lock(&lock);
+    }
+    return NULL;
+}
+
 static int32_t queue_of(tide_device dev) {
-    if (dev.type != TIDE_DEVICE_CPU || dev.index < 0) return 0;
-    return 1 + dev.index % (MAX_QUEUES - 1);
+    if (dev.type == TIDE_DEVICE_CUDA) return CPU_QUEUES + dev.index;
+    if (dev.index < 0) return 0;
+    return 1 + dev.index % (CPU_QUEUES - 1);
+}
+
+/* Runs a task on the caller's thread (inline, or TIDE_SYNC): a device's task
+ * is launched, waited for and completed here. */
+static tide_status execute_here(const tide_engine_task * t, int32_t qi, tide_storage * const * reads, int32_t n_reads,
+                                tide_storage * const * writes, int32_t n_writes) {
+    tide_status st = execute(t, 0, -1, reads, n_reads, writes, n_writes);
+    if (st != TIDE_OK || qi < CPU_QUEUES) return st;
+    int32_t dev    = qi - CPU_QUEUES;
+    void *  stream = tide_cuda_stream(dev);
+    if (stream && tide_cuda_api()->stream_sync(dev, stream) != TIDE_DEVAPI_OK) {
+        st = tide_error_set(TIDE_E_DEVICE, "%s: cuda:%d failed: %s", t->name, dev, tide_cuda_api()->error_text());
+        for (int32_t i = 0; i < n_writes; i++) poison(writes[i], st, tide_last_error());
+        return st;
+    }
+    return complete(t, 0, writes, n_writes);
 }
 
 /* -- interrupts ---------------------------------------------------------------------- */
@@ -511,7 +658,7 @@ static tide_status push(const tide_engine_task * task, tide_storage ** r, int32_
          * op holds its place in the queues while it runs, so theirs wait for it. */
         if (!many_threads) {
             pthread_mutex_unlock(&lock);
-            return execute(task, 0, -1, r, nr, w, nw);
+            return execute_here(task, qi, r, nr, w, nw);
         }
         dep   small[MAX_DEPS];
         dep * ds = nw + nr <= MAX_DEPS ? small : malloc((size_t)(nw + nr) * sizeof *ds);
@@ -524,7 +671,7 @@ static tide_status push(const tide_engine_task * task, tide_storage ** r, int32_
             enqueue_dep(&ds[i]);
         }
         pthread_mutex_unlock(&lock);
-        tide_status st = execute(task, 0, -1, r, nr, w, nw);
+        tide_status st = execute_here(task, qi, r, nr, w, nw);
         pthread_mutex_lock(&lock);
         for (int32_t i = 0; i < nw + nr; i++) remove_dep(&ds[i]);
         for (int32_t i = 0; i < nw + nr; i++) grant(ds[i].s);
@@ -537,7 +684,7 @@ static tide_status push(const tide_engine_task * task, tide_storage ** r, int32_
         pthread_mutex_unlock(&lock);
         for (int32_t i = 0; i < nr; i++) wait_storage(r[i], false);
         for (int32_t i = 0; i < nw; i++) wait_storage(w[i], false);
-        return execute(task, 0, -1, r, nr, w, nw);
+        return execute_here(task, qi, r, nr, w, nw);
     }
 
     size_t ctx_room = (task->ctx_size + 15) / 16 * 16;
@@ -551,6 +698,7 @@ static tide_status push(const tide_engine_task * task, tide_storage ** r, int32_
     o->task.ctx = o->payload;
     if (o->task.keep) o->task.keep(o->task.ctx);
     o->queue   = qi;
+    o->launched = false;
     o->id      = next_id;
     next_id    = next_id == INT32_MAX ? 1 : next_id + 1;
     last_deferred = o->id;
@@ -579,7 +727,8 @@ static tide_status push(const tide_engine_task * task, tide_storage ** r, int32_
     pending_bytes += o->held_bytes;
     devq * q = &queues[qi];
     if (!q->started) {
-        if (pthread_create(&q->thread, NULL, worker, q) != 0) {
+        q->cuda = qi >= CPU_QUEUES ? qi - CPU_QUEUES : -1;
+        if (pthread_create(&q->thread, NULL, q->cuda >= 0 ? device_worker : worker, q) != 0) {
             pthread_mutex_unlock(&lock);
             return tide_error_set(TIDE_E_INTERNAL, "%s: could not start an engine thread", task->name);
         }

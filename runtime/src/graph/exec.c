@@ -545,6 +545,7 @@ static bool build_op(builder * b, int32_t i) {
     }
     if (r.dev.type != x->dev.type || r.dev.index != x->dev.index)
         return fail_build(b, "an op runs on another device");
+    if (!r.kernel) return fail_build(b, "a copy between the host and a device is not a kernel");
     for (int32_t k = 0; k < n->n_in; k++)
         if (b->held[n->in[k]] == HELD_FIXED && !add_storage(&x->reads, &x->n_reads, in[k]->storage))
             return fail_build(b, "out of memory");
@@ -1014,7 +1015,7 @@ tide_status tide_exec_replay(tide_exec * x, tide_tensor * const * args, tide_ten
         else rs[nr++] = args[k]->storage;
     }
     for (int32_t f = 0; f < x->n_fresh; f++) ws[nw++] = rc->roots[x->n_args + f]->storage;
-    tide_engine_task task = {run, rc, size, keep_run, drop_run, "replay", x->cost, describe_run};
+    tide_engine_task task = {run, rc, size, keep_run, drop_run, "replay", x->cost, describe_run, NULL};
     st = tide_engine_push(&task, rs, nr, ws, nw, x->dev);
     if (st == TIDE_OK) {
         int32_t off = tide_grad_off;

@@ -6,6 +6,7 @@
  * with their kernels. No kernel code and no per-op special cases here.
  */
 #include "../autograd/grad.h"
+#include "../engine/transfer.h"
 #include "../graph/graph.h"
 
 #include <stdio.h>
@@ -338,7 +339,9 @@ static tide_status check_out(const op_entry * e, const tide_opcall * c, const ti
                               tide_dtype_name(dtype), tide_dtype_name(out->dtype_id));
     const tide_tensor * ref = device_input(c->in, c->n_in);
     bool same_dev = !ref || (out->dev.type == ref->dev.type && out->dev.index == ref->dev.index);
-    bool host_pair = !ref || (out->dev.type == TIDE_DEVICE_CPU && ref->dev.type == TIDE_DEVICE_CPU);
+    /* XDEVICE ops write across host queues, or between the host and a device */
+    bool host_pair = !ref || (out->dev.type == TIDE_DEVICE_CPU && ref->dev.type == TIDE_DEVICE_CPU) ||
+                     out->dev.type != ref->dev.type;
     if (!same_dev && !((e->def.flags & TIDE_OPF_XDEVICE) && host_pair)) {
         char x[32], y[32];
         return tide_error_set(TIDE_E_DEVICE, "%s: the destination is on %s but the inputs are on %s", op,
@@ -415,6 +418,19 @@ tide_status tide_op_prepare(int32_t op, tide_tensor * const * inputs, int32_t n_
            : n_in ? device_input(inputs, n_in)->dev : (tide_device){TIDE_DEVICE_CPU, -1};
     r->kernel = e->def.cpu;
     r->flags  = e->def.flags;
+    if (TIDE_UNLIKELY(r->dev.type != TIDE_DEVICE_CPU || (n_in && c->in[0]->dev.type != TIDE_DEVICE_CPU))) {
+        /* a copy across the host-device boundary runs on the device's queue,
+         * as a transfer (engine/transfer.c), not a kernel */
+        if (out && (e->def.flags & TIDE_OPF_XDEVICE) && n_in && c->in[0]->dev.type != out->dev.type) {
+            TIDE_CHECK(tide_transfer_check(c));
+            r->dev    = out->dev.type == TIDE_DEVICE_CUDA ? out->dev : c->in[0]->dev;
+            r->kernel = NULL;
+            return TIDE_OK;
+        }
+        char d[32];
+        return tide_error_set(TIDE_E_DEVICE, "%s: no kernel for device %s: Tide has no CUDA kernels yet", e->def.name,
+                              tide_device_format(r->dev.type != TIDE_DEVICE_CPU ? r->dev : c->in[0]->dev, d, sizeof d));
+    }
     return TIDE_OK;
 }
 
@@ -468,7 +484,9 @@ tide_status tide_op_call(int32_t op, tide_tensor * const * inputs, int32_t n_in,
     for (int32_t i = 0; i < n_in; i++) reads[i] = c->in[i]->storage;
     for (int32_t i = 0; i < c->n_out; i++) writes[i] = c->out[i]->storage;
     tide_engine_task task = {run_kernel, c,           sizeof *c,        keep_call,
-                             drop_call,  e->def.name, c->out[0]->nelem, describe_call};
+                             drop_call,  e->def.name, c->out[0]->nelem, describe_call, NULL};
+    tide_transfer    xfer;
+    if (TIDE_UNLIKELY(!r.kernel)) tide_transfer_task(&xfer, c, &task);
     tide_status st = tide_engine_push(&task, reads, n_in, writes, c->n_out, dev);
     if (st != TIDE_OK) {
         for (int32_t i = 0; i < c->n_out; i++) tide_tensor_release(c->out[i]);

@@ -1,0 +1,136 @@
+/*
+ * transfer.c - copies between the host and a CUDA device, as engine tasks of
+ * the device's queue: the `copy` op when its input and its destination are on
+ * either side. The host side goes through pinned staging memory, so that the
+ * device copies asynchronously while the queue goes on: to the device, the
+ * queue's thread converts the source into staging (dtype, strides,
+ * broadcasting: the CPU copy kernel) and launches the copy; from the device,
+ * it launches the copy into staging and, when the device is done, converts
+ * staging into the destination. Device-side gathers and scatters wait for
+ * CUDA kernels: until then the device side must be dense (see tide_transfer_check).
+ */
+#include "transfer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* The span of s's storage that view t reaches, in elements from t's offset
+ * (0 for an empty view). */
+static int64_t span(const tide_tensor * t) {
+    if (t->nelem == 0) return 0;
+    int64_t hi = 0;
+    for (int32_t i = 0; i < t->ndim; i++) hi += (t->sizes[i] - 1) * t->strides[i];
+    return hi + 1;
+}
+
+tide_status tide_transfer_check(const tide_opcall * c) {
+    const tide_tensor * in = c->in[0], * out = c->out[0];
+    if (in->dev.type == TIDE_DEVICE_CUDA && out->dev.type == TIDE_DEVICE_CUDA) {
+        char a[32], b[32];
+        return tide_error_set(TIDE_E_DEVICE, "copy: from %s to %s: copies between CUDA devices are not supported yet",
+                              tide_device_format(in->dev, a, sizeof a), tide_device_format(out->dev, b, sizeof b));
+    }
+    if (out->dev.type == TIDE_DEVICE_CUDA && !tide_tensor_is_contiguous(out)) {
+        char sh[64];
+        return tide_error_set(TIDE_E_DEVICE,
+                              "copy: the destination (%s, on cuda:%d) is not contiguous, and this build has no CUDA "
+                              "kernel to scatter into it",
+                              tide_shape_str(out, sh, sizeof sh), out->dev.index);
+    }
+    return TIDE_OK;
+}
+
+/* A host tensor viewing `view`'s elements in staging memory that holds its
+ * span from its offset; NULL with the error set. */
+static tide_tensor * staged(const tide_tensor * view, void * staging) {
+    return tide_tensor_from_blob(staging, view->ndim, view->sizes, view->strides, view->dtype_id, NULL, NULL);
+}
+
+/* Runs the CPU copy kernel from `in` into `out` (both on the host). */
+static tide_status host_copy(tide_tensor * in, tide_tensor * out) {
+    tide_op_prepared r;
+    TIDE_CHECK(tide_op_prepare(TIDE_OP_copy, &in, 1, NULL, out, &r));
+    return r.kernel(&r.c);
+}
+
+static void release_staging(tide_transfer * x) {
+    if (x->staging) tide_cuda_api()->pinned_free(x->staging);
+    x->staging = NULL;
+}
+
+/* Staging is allocated here and freed by complete(), which follows every
+ * successful launch (or by drop, when the device failed first). */
+static tide_status launch(void * ctx) {
+    tide_transfer *     x   = ctx;
+    tide_tensor *       in  = x->c.in[0], * out = x->c.out[0];
+    const tide_devapi * api = tide_cuda_api();
+    bool                h2d = out->dev.type == TIDE_DEVICE_CUDA;
+    int32_t             dev = h2d ? out->dev.index : in->dev.index;
+    void *              stream = tide_cuda_stream(dev);
+    if (!stream) return tide_last_status();
+    const tide_tensor * dview = h2d ? out : in;   /* the device side: dense from its offset */
+    x->bytes = (size_t)span(dview) * tide_esize(dview->dtype_id);
+    if (x->bytes == 0) return TIDE_OK;
+    if (api->pinned_alloc(x->bytes, &x->staging) != TIDE_DEVAPI_OK) {
+        x->staging = NULL;
+        return tide_error_set(TIDE_E_OOM, "copy: could not allocate %zu bytes of pinned host memory: %s", x->bytes,
+                              api->error_text());
+    }
+    char * dptr = (char *)tide_tensor_ptr(dview);
+    if (h2d) {
+        tide_tensor * s  = staged(out, x->staging);
+        tide_status   st = s ? host_copy(in, s) : tide_last_status();
+        tide_tensor_release(s);
+        if (st == TIDE_OK && api->copy_async(dev, dptr, x->staging, x->bytes, TIDE_COPY_H2D, stream) != TIDE_DEVAPI_OK)
+            st = tide_error_set(TIDE_E_DEVICE, "copy: to cuda:%d failed: %s", dev, api->error_text());
+        if (st != TIDE_OK) release_staging(x);
+        return st;
+    }
+    if (api->copy_async(dev, x->staging, dptr, x->bytes, TIDE_COPY_D2H, stream) != TIDE_DEVAPI_OK) {
+        release_staging(x);
+        return tide_error_set(TIDE_E_DEVICE, "copy: from cuda:%d failed: %s", dev, api->error_text());
+    }
+    return TIDE_OK;
+}
+
+/* The device is done: a copy to the host converts staging into its destination. */
+static tide_status complete(void * ctx) {
+    tide_transfer * x  = ctx;
+    tide_tensor *   in = x->c.in[0], * out = x->c.out[0];
+    tide_status     st = TIDE_OK;
+    if (x->staging && out->dev.type == TIDE_DEVICE_CPU) {
+        tide_tensor * s = staged(in, x->staging);
+        st              = s ? host_copy(s, out) : tide_last_status();
+        tide_tensor_release(s);
+    }
+    release_staging(x);
+    return st;
+}
+
+static void keep(void * ctx) {
+    tide_transfer * x = ctx;
+    x->staging        = NULL;
+    tide_tensor_retain(x->c.in[0]);
+    tide_tensor_retain(x->c.out[0]);
+}
+
+static void drop(void * ctx) {
+    tide_transfer * x = ctx;
+    release_staging(x);
+    tide_tensor_release(x->c.in[0]);
+    tide_tensor_release(x->c.out[0]);
+}
+
+static void describe(const void * ctx, char * buf, size_t n) {
+    const tide_transfer * x = ctx;
+    char a[32], b[32], sh[128];
+    snprintf(buf, n, "%s %s, %s -> %s", tide_dtype_name(x->c.in[0]->dtype_id), tide_shape_str(x->c.in[0], sh, sizeof sh),
+             tide_device_format(x->c.in[0]->dev, a, sizeof a), tide_device_format(x->c.out[0]->dev, b, sizeof b));
+}
+
+void tide_transfer_task(tide_transfer * x, const tide_opcall * c, tide_engine_task * task) {
+    x->c       = *c;
+    x->staging = NULL;
+    x->bytes   = 0;
+    *task = (tide_engine_task){launch, x, sizeof *x, keep, drop, "copy", c->out[0]->nelem, describe, complete};
+}

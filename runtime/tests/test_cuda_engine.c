@@ -1,0 +1,159 @@
+/* test_cuda_engine.c - a CUDA device in the engine, with the fake device of
+ * fake_device.h as the process's backend: tensors move to the device and back
+ * through pinned staging (dtype, strides and views on the host side), the
+ * device's queue launches a copy behind another on its stream without waiting
+ * for the device, the host waits for what the device has not done, and device
+ * memory comes from the caching allocator and goes back to it. */
+#include "tide.h"
+#include "check.h"
+#include "core/internal.h"
+#include "engine/cuda_loader.h"
+#include "fake_device.h"
+
+#include <time.h>
+
+static const tide_device CPU = {TIDE_DEVICE_CPU, -1}, CUDA0 = {TIDE_DEVICE_CUDA, 0};
+
+static tide_tensor * iota(int64_t rows, int64_t cols) {
+    double  v[64];
+    int64_t sizes[2] = {rows, cols};
+    for (int64_t i = 0; i < rows * cols; i++) v[i] = (double)i + 0.5;
+    return tide_tensor_from_doubles(v, 2, sizes, TIDE_DTYPE_F32);
+}
+
+static double at(tide_tensor * t, int64_t i) {
+    double v = -1;
+    CHECK(tide_tensor_get(t, i, &v) == TIDE_OK);
+    return v;
+}
+
+static int64_t device_in_use(void) {
+    tide_devmem_stats st;
+    return tide_cuda_memory_stats(0, &st) == TIDE_OK ? st.bytes_in_use : -1;
+}
+
+static void test_there_and_back(void) {
+    fake.autorun     = 1;
+    tide_tensor * x  = iota(2, 3);
+    tide_tensor * d  = tide_tensor_to(x, TIDE_DTYPE_F32, CUDA0, 0);
+    CHECK(d && d->dev.type == TIDE_DEVICE_CUDA && d->storage->block != NULL);
+    CHECK(device_in_use() == 512);   /* 24 bytes, in a block of the smallest size */
+    tide_tensor * h = tide_tensor_to(d, TIDE_DTYPE_F64, CPU, 0);   /* and a dtype on the way back */
+    CHECK(h && h->dev.type == TIDE_DEVICE_CPU && h->dtype_id == TIDE_DTYPE_F64);
+    for (int i = 0; i < 6; i++) CHECK(at(h, i) == i + 0.5);
+    CHECK(at(d, 4) == 4.5);   /* item() of a device tensor reads it through the host */
+    /* a strided source on the host, and a strided view on the device */
+    tide_tensor * xt = tide_tensor_transpose(x, 0, 1);
+    tide_tensor * dt = tide_tensor_to(xt, -1, CUDA0, 0);
+    tide_tensor * ht = tide_tensor_to(dt, -1, CPU, 0);
+    double want[6] = {0.5, 3.5, 1.5, 4.5, 2.5, 5.5};
+    for (int i = 0; i < 6; i++) CHECK(at(ht, i) == want[i]);
+    tide_tensor * dv  = tide_tensor_transpose(d, 0, 1);
+    tide_tensor * hv  = tide_tensor_to(dv, -1, CPU, 0);
+    for (int i = 0; i < 6; i++) CHECK(at(hv, i) == want[i]);
+    /* copy_ into an existing host tensor, broadcasting a device row */
+    int64_t       big[2] = {4, 3};
+    tide_tensor * row  = iota(1, 3);
+    tide_tensor * row3 = tide_tensor_to(row, -1, CUDA0, 0);
+    tide_tensor * dst  = tide_tensor_zeros(2, big, TIDE_DTYPE_F32);
+    tide_tensor * in[1] = {row3}, * res[1];
+    CHECK(tide_op_call(tide_op_find("copy"), in, 1, NULL, res, dst) == TIDE_OK);
+    tide_tensor_release(res[0]);
+    for (int i = 0; i < 12; i++) CHECK(at(dst, i) == i % 3 + 0.5);
+    tide_tensor * all[] = {x, d, h, xt, dt, ht, dv, hv, row, row3, dst};
+    CHECK(tide_sync() == TIDE_OK);
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tide_tensor_release(all[i]);
+    CHECK(device_in_use() == 0);
+}
+
+/* Waits up to a second for the fake stream to have n work items queued. */
+static bool queued(fake_stream * s, int64_t n) {
+    for (int i = 0; i < 1000; i++) {
+        pthread_mutex_lock(&fake.lock);
+        int64_t q = s->queued;
+        pthread_mutex_unlock(&fake.lock);
+        if (q >= n) return true;
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    }
+    return false;
+}
+
+static void test_stream_order_and_host_waits(void) {
+    fake.autorun      = 0;
+    fake_stream * s   = tide_cuda_stream(0);
+    int64_t       q0  = s->queued;
+    tide_tensor * x   = iota(4, 4);
+    tide_tensor * d   = tide_tensor_to(x, -1, CUDA0, 0);
+    tide_tensor * h   = tide_tensor_to(d, -1, CPU, 0);
+    /* the copy back is launched behind the copy there, before the device did either */
+    CHECK(queued(s, q0 + 2));
+    CHECK(d->storage->q_head != NULL && h->storage->q_head != NULL);   /* nothing is done: the host must wait */
+    fake_stream_finish(s);
+    CHECK(tide_tensor_wait(h) == TIDE_OK);
+    for (int i = 0; i < 16; i++) CHECK(at(h, i) == i + 0.5);
+    tide_tensor_release(x);
+    tide_tensor_release(d);
+    tide_tensor_release(h);
+    fake.autorun = 1;
+    CHECK(tide_sync() == TIDE_OK);
+}
+
+static void test_errors(void) {
+    tide_device dev;
+    CHECK(tide_device_parse("cuda", &dev) == TIDE_OK && dev.type == TIDE_DEVICE_CUDA && dev.index == 0);
+    CHECK(tide_device_parse("cuda:1", &dev) == TIDE_E_DEVICE);
+    CHECK_MSG("device: 'cuda:1' is not available: the CUDA devices are cuda:0 to cuda:0");
+    tide_tensor * x = iota(2, 3);
+    tide_tensor * d = tide_tensor_to(x, -1, CUDA0, 0);
+    tide_tensor * in[2] = {d, d}, * out[1];
+    CHECK(tide_op_call(tide_op_find("add"), in, 2, NULL, out, NULL) == TIDE_E_DEVICE);
+    CHECK_MSG("add: no kernel for device cuda:0: Tide has no CUDA kernels yet");
+    tide_tensor * dt = tide_tensor_transpose(d, 0, 1), * xt = tide_tensor_transpose(x, 0, 1);
+    in[0] = xt;
+    CHECK(tide_op_call(tide_op_find("copy"), in, 1, NULL, out, dt) == TIDE_E_DEVICE);
+    CHECK_MSG("copy: the destination ([3,2], on cuda:0) is not contiguous, and this build has no CUDA kernel to "
+              "scatter into it");
+    in[0] = x;
+    CHECK(tide_op_call(tide_op_find("add"), (tide_tensor *[]){x, d}, 2, NULL, out, NULL) == TIDE_E_DEVICE);
+    CHECK_MSG("add: input 2 is on cuda:0 but input 1 is on cpu");
+    /* more than the device holds: the allocator's message, at the call */
+    int64_t big[1] = {(int64_t)(80 << 20) / 4};
+    CHECK(tide_tensor_empty(1, big, TIDE_DTYPE_F32, CUDA0) == NULL);
+    CHECK(strstr(tide_last_error(), "out of memory: could not allocate 80.0 MiB (83886080 bytes) on cuda:0, which "
+                                    "has ") == tide_last_error());
+    tide_tensor_release(dt);
+    tide_tensor_release(xt);
+    tide_tensor_release(d);
+    tide_tensor_release(x);
+    CHECK(tide_sync() == TIDE_OK);
+    CHECK(device_in_use() == 0);
+}
+
+/* TIDE_SYNC: the device's copies run on the caller's thread and are waited for there. */
+static void test_sync_mode(void) {
+    fake.autorun = 0;
+    tide_set_sync(1);
+    tide_tensor * x = iota(3, 3);
+    tide_tensor * d = tide_tensor_to(x, -1, CUDA0, 0);
+    tide_tensor * h = tide_tensor_to(d, -1, CPU, 0);
+    CHECK(h->storage->q_head == NULL);
+    for (int i = 0; i < 9; i++) CHECK(at(h, i) == i + 0.5);
+    tide_set_sync(0);
+    fake.autorun = 1;
+    tide_tensor_release(x);
+    tide_tensor_release(d);
+    tide_tensor_release(h);
+}
+
+int main(void) {
+    tide_cuda_use_backend(&fake_api);
+    test_there_and_back();
+    test_stream_order_and_host_waits();
+    test_errors();
+    test_sync_mode();
+    CHECK(tide_sync() == TIDE_OK);
+    tide_cuda_use_backend(NULL);
+    CHECK(fake.used == 0);
+    if (check_failures == 0) printf("test_cuda_engine: ok\n");
+    return check_failures;
+}
