@@ -738,7 +738,7 @@ function methods.cuda(t, device)
 end
 --- cpu(): t on the host; t itself when it is on a CPU device already.
 function methods.cpu(t)
-  if t.dev.type == 0 then return t end
+  if t.dev.type == C.TIDE_DEVICE_CPU then return t end
   return methods.to(t, "cpu")
 end
 

@@ -230,24 +230,21 @@ static int64_t element_offset(const tide_tensor * t, int64_t i) {
 
 /* Reads of a device tensor's values go through a copy on the host, as
  * PyTorch's item() and tolist() do. */
-static tide_status read_on_host(tide_tensor * t, tide_status (*read)(tide_tensor *, int64_t, void *), int64_t i,
-                                void * out) {
-    tide_tensor * h = tide_tensor_to(t, t->dtype_id, (tide_device){TIDE_DEVICE_CPU, -1}, 1);
-    if (!h) return tide_last_status();
-    tide_status st = read(h, i, out);
-    tide_tensor_release(h);
-    return st;
+static tide_tensor * host_copy(tide_tensor * t) {
+    return tide_tensor_to(t, t->dtype_id, (tide_device){TIDE_DEVICE_CPU, -1}, 1);
 }
-
-static tide_status get_one(tide_tensor * t, int64_t i, void * out) { return tide_tensor_get(t, i, out); }
-static tide_status get_all(tide_tensor * t, int64_t i, void * out) { return tide_tensor_to_doubles(t, out); }
 
 tide_status tide_tensor_get(tide_tensor * t, int64_t i, double * out) {
     if (i < 0 || i >= t->nelem)
         return tide_error_set(TIDE_E_INDEX, "item: index %lld is out of range for %lld elements",
                               (long long)i, (long long)t->nelem);
     if (TIDE_UNLIKELY(tide_capture != NULL)) TIDE_CHECK(tide_graph_on_read("item()"));
-    if (TIDE_UNLIKELY(t->dev.type != TIDE_DEVICE_CPU)) return read_on_host(t, get_one, i, out);
+    if (TIDE_UNLIKELY(t->dev.type != TIDE_DEVICE_CPU)) {
+        tide_tensor * h = host_copy(t);
+        tide_status   st = h ? tide_tensor_get(h, i, out) : tide_last_status();
+        tide_tensor_release(h);
+        return st;
+    }
     TIDE_CHECK(tide_tensor_wait(t));
     size_t es = tide_dtype_size(t->dtype_id);
     *out = tide_load_double((char *)t->storage->data + element_offset(t, i) * (int64_t)es, t->dtype_id);
@@ -256,7 +253,12 @@ tide_status tide_tensor_get(tide_tensor * t, int64_t i, double * out) {
 
 tide_status tide_tensor_to_doubles(tide_tensor * t, double * out) {
     if (TIDE_UNLIKELY(tide_capture != NULL)) TIDE_CHECK(tide_graph_on_read("totable() (or printing)"));
-    if (TIDE_UNLIKELY(t->dev.type != TIDE_DEVICE_CPU)) return read_on_host(t, get_all, 0, out);
+    if (TIDE_UNLIKELY(t->dev.type != TIDE_DEVICE_CPU)) {
+        tide_tensor * h = host_copy(t);
+        tide_status   st = h ? tide_tensor_to_doubles(h, out) : tide_last_status();
+        tide_tensor_release(h);
+        return st;
+    }
     TIDE_CHECK(tide_tensor_wait(t));
     size_t es = tide_dtype_size(t->dtype_id);
     if (tide_tensor_is_contiguous(t)) {

@@ -18,8 +18,10 @@ static const tide_devapi * api;
 static int32_t             n_devices;
 static char                status[5120];   /* room for a path and a message */
 static pthread_mutex_t     alloc_lock = PTHREAD_MUTEX_INITIALIZER;
-static tide_devalloc *     allocs[TIDE_MAX_CUDA_DEVICES];
-static void *              streams[TIDE_MAX_CUDA_DEVICES];   /* each device's compute stream */
+/* Made on first use under alloc_lock, then read without it: every device
+ * storage's allocation and release asks for them. */
+static _Atomic(tide_devalloc *) allocs[TIDE_MAX_CUDA_DEVICES];
+static _Atomic(void *)          streams[TIDE_MAX_CUDA_DEVICES];   /* each device's compute stream */
 
 /* Asks the backend how many devices it sees, and keeps it when it sees some. */
 static void take(const tide_devapi * t) {
@@ -71,10 +73,9 @@ static void probe(void) {
 void tide_cuda_use_backend(const tide_devapi * t) {
     pthread_once(&once, probe);
     for (int32_t i = 0; i < TIDE_MAX_CUDA_DEVICES; i++) {
-        tide_devalloc_free_all(allocs[i]);
-        allocs[i] = NULL;
-        if (streams[i]) api->stream_destroy(i, streams[i]);
-        streams[i] = NULL;
+        tide_devalloc_free_all(atomic_exchange(&allocs[i], NULL));
+        void * st = atomic_exchange(&streams[i], NULL);
+        if (st) api->stream_destroy(i, st);
     }
     api       = NULL;
     n_devices = 0;
@@ -107,35 +108,46 @@ static tide_status check_device(int32_t device, const char * what) {
     return TIDE_OK;
 }
 
-tide_devalloc * tide_cuda_allocator(int32_t device) {
-    if (check_device(device, "cuda") != TIDE_OK) return NULL;
+/* cuda:`device`'s allocator (a valid device), made on first use; NULL with
+ * the error set when there is no host memory for it. */
+static tide_devalloc * allocator(int32_t device) {
+    tide_devalloc * a = atomic_load_explicit(&allocs[device], memory_order_acquire);
+    if (a) return a;
     pthread_mutex_lock(&alloc_lock);
-    if (!allocs[device]) {
+    if (!(a = atomic_load_explicit(&allocs[device], memory_order_relaxed))) {
         char name[32];
         snprintf(name, sizeof name, "cuda:%d", device);
-        allocs[device] = tide_devalloc_new(api, device, name);
-        if (!allocs[device]) tide_error_set(TIDE_E_OOM, "cuda:%d: out of host memory for its allocator", device);
+        if ((a = tide_devalloc_new(api, device, name))) atomic_store_explicit(&allocs[device], a, memory_order_release);
+        else tide_error_set(TIDE_E_OOM, "cuda:%d: out of host memory for its allocator", device);
     }
-    tide_devalloc * a = allocs[device];
     pthread_mutex_unlock(&alloc_lock);
     return a;
 }
 
+tide_devalloc * tide_cuda_allocator(int32_t device) {
+    return check_device(device, "cuda") == TIDE_OK ? allocator(device) : NULL;
+}
+
 void * tide_cuda_stream(int32_t device) {
     if (check_device(device, "cuda") != TIDE_OK) return NULL;
+    void * s = atomic_load_explicit(&streams[device], memory_order_acquire);
+    if (s) return s;
     pthread_mutex_lock(&alloc_lock);
-    if (!streams[device] && api->stream_create(device, &streams[device]) != TIDE_DEVAPI_OK) {
-        tide_error_set(TIDE_E_DEVICE, "cuda:%d: could not create a stream: %s", device, api->error_text());
-        streams[device] = NULL;
+    if (!(s = atomic_load_explicit(&streams[device], memory_order_relaxed))) {
+        if (api->stream_create(device, &s) == TIDE_DEVAPI_OK) {
+            atomic_store_explicit(&streams[device], s, memory_order_release);
+        } else {
+            s = NULL;
+            tide_error_set(TIDE_E_DEVICE, "cuda:%d: could not create a stream: %s", device, api->error_text());
+        }
     }
-    void * s = streams[device];
     pthread_mutex_unlock(&alloc_lock);
     return s;
 }
 
 /* cuda:`device`'s allocator for the public call `what`; NULL with the error set. */
 static tide_devalloc * allocator_for(int32_t device, const char * what) {
-    return check_device(device, what) == TIDE_OK ? tide_cuda_allocator(device) : NULL;
+    return check_device(device, what) == TIDE_OK ? allocator(device) : NULL;
 }
 
 tide_status tide_cuda_memory_stats(int32_t device, tide_devmem_stats * out) {

@@ -137,11 +137,9 @@ static void release_block(tide_devalloc * a, tide_devblock * b) {
         free(b);
         b = pr;
     }
-    if (!pool_insert(p, b)) {
-        /* No host memory for the pool's index: the block stays out of the cache
-         * and is found again only when its segment's other blocks merge into it. */
-        b->state = FREE;
-    }
+    /* Without host memory for the pool's index, the block stays out of the
+     * cache and is found again only when a neighbour's release merges it. */
+    (void)pool_insert(p, b);
 }
 
 /* -- events ---------------------------------------------------------------- */

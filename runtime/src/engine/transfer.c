@@ -109,7 +109,6 @@ static tide_status complete(void * ctx) {
 
 static void keep(void * ctx) {
     tide_transfer * x = ctx;
-    x->staging        = NULL;
     tide_tensor_retain(x->c.in[0]);
     tide_tensor_retain(x->c.out[0]);
 }
