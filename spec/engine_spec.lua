@@ -213,3 +213,56 @@ print("queued")
     os.remove(script)
   end)
 end)
+
+describe("the default device", function()
+  after_each(function() tide.set_default_device("cpu") end)
+
+  it("is where creation functions put tensors when their options name none", function()
+    assert.are.equal("cpu", tide.get_default_device())
+    tide.set_default_device("cpu:1")
+    assert.are.equal("cpu:1", tide.get_default_device())
+    local made = {
+      tensor = tide.tensor({ 1, 2, 3 }), zeros = tide.zeros(2, 3), ones = tide.ones(2), full = tide.full({ 2 }, 7),
+      empty = tide.empty(4), rand = tide.rand(3), randn = tide.randn(3), randint = tide.randint(0, 5, { 4 }),
+      randperm = tide.randperm(5), arange = tide.arange(5), linspace = tide.linspace(0, 1, 5), eye = tide.eye(3),
+    }
+    for name, t in pairs(made) do assert.are.equal("cpu:1", t:device(), name) end
+    assert.are.same({ 1, 2, 3 }, made.tensor:totable())
+    assert.are.same({ 0, 1, 2, 3, 4 }, made.arange:totable())
+    -- named devices still win, both ways
+    assert.are.equal("cpu", tide.zeros(2, { device = "cpu" }):device())
+    assert.are.equal("cpu:0", tide.arange(0, 3, { device = "cpu:0" }):device())
+    tide.set_default_device("cpu")
+    assert.are.equal("cpu:0", tide.randint(0, 5, { 4 }, { device = "cpu:0" }):device())
+    assert.are.equal("cpu:0", tide.eye(2, { device = "cpu:0" }):device())
+    assert.are.equal("cpu:0", tide.linspace(0, 1, 3, { device = "cpu:0" }):device())
+    assert.are.equal("cpu:0", tide.randperm(3, { device = "cpu:0" }):device())
+    assert.are.equal("cpu:0", tide.tensor({ 1 }, { device = "cpu:0" }):device())
+    assert.are.equal("cpu", tide.zeros(1):device())
+  end)
+
+  it("draws the same random numbers on any device for a seed", function()
+    tide.manual_seed(3)
+    local a = tide.randn(100)
+    tide.manual_seed(3)
+    tide.set_default_device("cpu:1")
+    local b = tide.randn(100)
+    assert.are.same(a:totable(), b:totable())
+  end)
+
+  it("refuses a device that is not there, and keeps the one it had", function()
+    tide.set_default_device("cpu:0")
+    assert.has_error(function() tide.set_default_device("gpu") end,
+      "device: unknown device 'gpu' (expected cpu, cpu:N or cuda:N)")
+    assert.has_error(function() tide.set_default_device(3) end,
+      "set_default_device: expected a device name ('cpu', 'cpu:N', 'cuda:N'), got number")
+    if not tide.cuda.is_available() then
+      assert.has_error(function() tide.set_default_device("cuda:0") end,
+        "device: 'cuda:0': " .. select(2, tide.cuda.is_available()))
+    end
+    assert.are.equal("cpu:0", tide.get_default_device())
+    -- an error inside a creation call with a named device leaves the default as it was
+    assert.has_error(function() tide.zeros(-1, { device = "cpu:1" }) end)
+    assert.are.equal("cpu:0", tide.get_default_device())
+  end)
+end)

@@ -91,16 +91,31 @@ local function finish(t, opts)
   return t
 end
 
--- The device named by opts.device (nil for the default "cpu").
+local devname = ffi.new("char[32]")
+
+-- The device named by opts.device (nil when none is named).
 local function device_of(opts)
   local name = opts and type(opts) == "table" and opts.device
-  if name == nil or name == "cpu" then return nil end
+  if name == nil then return nil end
   local dv = ffi.new("tide_device")
   if C.tide_device_parse(name, dv) ~= 0 then raise() end
   return dv
 end
 
--- Runs a creation op; on a device other than the default, into a tensor made there.
+-- Runs op `opname` (no tensor inputs) with params p on opts.device, or on the
+-- default device when opts names none.
+local function create(opname, p, opts)
+  local dev = device_of(opts)
+  if not dev then return T.run(T.op_ids[opname], 0, p, nil) end
+  local prev = C.tide_get_default_device()
+  if C.tide_set_default_device(dev) ~= 0 then raise() end
+  local ok, t = pcall(T.run, T.op_ids[opname], 0, p, nil)
+  C.tide_set_default_device(prev)
+  if not ok then error(t, 0) end
+  return t
+end
+
+-- Runs a creation op of the given sizes and scalars.
 local function full_op(opname, sizes, dtype, s0, s1, opts)
   local p = T.new_params()
   if #sizes > 8 then fail(string.format("%s: %d dimensions given, at most 8 are supported", opname, #sizes)) end
@@ -108,15 +123,7 @@ local function full_op(opname, sizes, dtype, s0, s1, opts)
   p.n_ints = #sizes
   p.scalars[0], p.scalars[1] = s0 or 0, s1 or 0
   p.dtype = dtype
-  local dev = device_of(opts)
-  if dev then
-    local n = T.fill_sizes(sizes, opname)
-    local t = C.tide_tensor_empty(n, T.sizebuf, dtype, dev)
-    if t == nil then raise() end
-    t = wrap(t, tonumber(t.nelem) * tonumber(C.tide_dtype_size(dtype)))
-    return finish(T.run(T.op_ids[opname], 0, p, t), opts)
-  end
-  return finish(T.run(T.op_ids[opname], 0, p, nil), opts)
+  return finish(create(opname, p, opts), opts)
 end
 
 --- zeros(2, 3), zeros({2, 3}), zeros(2, 3, {dtype = "int64"}) or zeros(2, 3, "int64").
@@ -126,7 +133,7 @@ function tide.ones(...) local s, d, o = creation_args("ones", ...) return full_o
 function tide.empty(...)
   local s, d, o = creation_args("empty", ...)
   local n = T.fill_sizes(s, "empty")
-  local t = C.tide_tensor_empty(n, T.sizebuf, d, device_of(o) or ffi.new("tide_device", { 0, -1 }))
+  local t = C.tide_tensor_empty(n, T.sizebuf, d, device_of(o) or C.tide_get_default_device())
   if t == nil then raise() end
   return finish(wrap(t, tonumber(t.nelem) * tonumber(C.tide_dtype_size(d))), o)
 end
@@ -172,25 +179,25 @@ function tide.arange(a, b, c, opts)
   local p = T.new_params()
   p.scalars[0], p.scalars[1], p.scalars[2] = a, b, c
   p.dtype = d
-  return T.run(T.op_ids.arange, 0, p, nil)
+  return create("arange", p, opts)
 end
 
 --- linspace(start, end, steps): steps values from start to end, both included.
 function tide.linspace(a, b, steps, opts)
   if type(steps) ~= "number" then fail("linspace: steps must be a number") end
-  local _, d = creation_args("linspace", opts)
+  local _, d, o = creation_args("linspace", opts)
   local p = T.new_params()
   p.scalars[0], p.scalars[1] = a, b
   p.ints[0], p.n_ints = steps, 1
   p.dtype = d
-  return T.run(T.op_ids.linspace, 0, p, nil)
+  return create("linspace", p, o)
 end
 
 --- eye(n), eye(n, m): the identity matrix.
 function tide.eye(n, m, opts)
   if type(m) ~= "number" then m, opts = n, m end
-  local _, d = creation_args("eye", opts)
-  return full_op("eye", { n, m }, d)
+  local _, d, o = creation_args("eye", opts)
+  return full_op("eye", { n, m }, d, 0, 0, o)
 end
 
 -- Infers shape and flattens nested tables of numbers/booleans.
@@ -245,7 +252,10 @@ function tide.tensor(data, opts)
   end
   local t = C.tide_tensor_from_doubles(buf, n, T.sizebuf, d)
   if t == nil then raise() end
-  return finish(wrap(t, #flat * tonumber(C.tide_dtype_size(d))), opts)
+  t = wrap(t, #flat * tonumber(C.tide_dtype_size(d)))
+  local dev = device_of(opts) or C.tide_get_default_device()
+  if dev.type ~= 0 or dev.index >= 0 then t = t:to(ffi.string(C.tide_device_format(dev, devname, 32))) end
+  return finish(t, opts)
 end
 
 -- -- random ---------------------------------------------------------------------------
@@ -258,19 +268,19 @@ function tide.randint(low, high, sizes, opts)
   if type(high) ~= "number" then low, high, sizes, opts = 0, low, high, sizes end
   if type(sizes) == "number" then sizes = { sizes } end
   if type(sizes) ~= "table" then fail("randint: sizes must be a table of numbers") end
-  local _, d = creation_args("randint", sizes, opts)
+  local _, d, o = creation_args("randint", sizes, opts)
   if not (opts and (opts == "string" or (type(opts) == "table" and opts.dtype))) and type(opts) ~= "string" then
     d = 3
   end
-  return full_op("randint", sizes, d, low, high)
+  return full_op("randint", sizes, d, low, high, o)
 end
 --- randperm(n): a random permutation of 1..n (int64).
 function tide.randperm(n, opts)
-  local _, d = creation_args("randperm", opts)
+  local _, d, o = creation_args("randperm", opts)
   if not (opts and (type(opts) == "string" or opts.dtype)) then d = 3 end
   local p = T.new_params()
   p.ints[0], p.n_ints, p.dtype, p.flags = n, 1, d, C.TIDE_PARAMF_ONE_BASED
-  return T.run(T.op_ids.randperm, 0, p, nil)
+  return create("randperm", p, o)
 end
 --- bernoulli(p): 1 with probability p per element, in p's dtype.
 function tide.bernoulli(p)
@@ -373,6 +383,34 @@ function tide.cuda.empty_cache(device) B.check(C.tide_cuda_empty_cache(cuda_inde
 --- reset_peak_memory(device): starts memory_stats(device).peak over from what is in use now.
 function tide.cuda.reset_peak_memory(device)
   B.check(C.tide_cuda_reset_peak(cuda_index("reset_peak_memory", device)))
+end
+
+--- set_allow_tf32(on): lets float32 matmuls on CUDA devices use TF32 tensor cores
+-- (inputs rounded to a 10-bit mantissa, float32 sums; much faster on Ampere and
+-- later). Off by default, as in PyTorch. An op takes the setting in force when
+-- it is called.
+function tide.cuda.set_allow_tf32(on)
+  if type(on) ~= "boolean" then
+    fail(("tide.cuda.set_allow_tf32: expected true or false, got %s"):format(type(on)))
+  end
+  C.tide_cuda_set_allow_tf32(on and 1 or 0)
+end
+--- allow_tf32(): whether float32 matmuls on CUDA devices may use TF32.
+function tide.cuda.allow_tf32() return C.tide_cuda_allow_tf32() ~= 0 end
+
+--- set_default_device(name): where creation functions (tensor, zeros, rand,
+-- arange, ...) put tensors when their options name no device: "cpu" unless
+-- set. Per Lua state's thread, like PyTorch's torch.set_default_device.
+function tide.set_default_device(name)
+  if type(name) ~= "string" then
+    fail("set_default_device: expected a device name ('cpu', 'cpu:N', 'cuda:N'), got " .. type(name))
+  end
+  local dv = ffi.new("tide_device")
+  if C.tide_device_parse(name, dv) ~= 0 or C.tide_set_default_device(dv) ~= 0 then raise() end
+end
+--- get_default_device(): the name of the default device.
+function tide.get_default_device()
+  return ffi.string(C.tide_device_format(C.tide_get_default_device(), devname, 32))
 end
 
 --- The devices ops can run on: "cpu" and the separate queues "cpu:0" .. "cpu:N-1".

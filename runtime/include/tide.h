@@ -110,6 +110,12 @@ typedef struct tide_device {
 tide_status tide_device_parse(const char * name, tide_device * out);
 /* Number of "cpu:N" devices (N = 0 .. count-1) besides "cpu". */
 int32_t     tide_device_cpu_count(void);
+/* The device where ops with no tensor input (full, arange, rand, ...) put
+ * their results when no destination is given: "cpu" unless set. Per thread,
+ * like PyTorch's torch.set_default_device. Fails, with the reason, for a
+ * device that is not available. */
+tide_status tide_set_default_device(tide_device dev);
+tide_device tide_get_default_device(void);
 /* CUDA devices usable here (0 when none; the backend is looked for on the first call). */
 int32_t     tide_cuda_device_count(void);
 /* Why there are no CUDA devices ("CUDA is not available: ..."), or the devices
@@ -493,6 +499,11 @@ tide_status tide_cuda_memory_stats(int32_t device, tide_devmem_stats * out);
 tide_status tide_cuda_empty_cache(int32_t device);
 /* Starts the peak of tide_cuda_memory_stats over from what is in use now. */
 tide_status tide_cuda_reset_peak(int32_t device);
+/* Whether float32 matmuls on CUDA devices may use TF32 tensor cores (inputs
+ * rounded to a 10-bit mantissa, float32 sums): off by default, as in PyTorch.
+ * An op takes the setting in force when it is enqueued. Thread-safe. */
+void        tide_cuda_set_allow_tf32(int allow);
+int         tide_cuda_allow_tf32(void);
 
 /* A text of "key=value" lines: version, BLAS library and kernel set, SIMD
  * level, threads. Borrowed, static. */

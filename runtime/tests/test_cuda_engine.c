@@ -106,8 +106,6 @@ static void test_errors(void) {
     tide_tensor * x = iota(2, 3);
     tide_tensor * d = tide_tensor_to(x, -1, CUDA0, 0);
     tide_tensor * in[2] = {d, d}, * out[1];
-    CHECK(tide_op_call(tide_op_find("add"), in, 2, NULL, out, NULL) == TIDE_E_DEVICE);
-    CHECK_MSG("add: no kernel for device cuda:0: Tide has no CUDA kernels yet");
     tide_tensor * dt = tide_tensor_transpose(d, 0, 1), * xt = tide_tensor_transpose(x, 0, 1);
     in[0] = xt;
     CHECK(tide_op_call(tide_op_find("copy"), in, 1, NULL, out, dt) == TIDE_E_DEVICE);
@@ -127,6 +125,102 @@ static void test_errors(void) {
     tide_tensor_release(x);
     CHECK(tide_sync() == TIDE_OK);
     CHECK(device_in_use() == 0);
+}
+
+/* One op on the device; NULL if it failed at the call. */
+static tide_tensor * op1(const char * name, tide_tensor ** in, int32_t n, const tide_op_params * p) {
+    tide_tensor * out[TIDE_OP_MAX_OUT] = {NULL};
+    return tide_op_call(tide_op_find(name), in, n, p, out, NULL) == TIDE_OK ? out[0] : NULL;
+}
+
+static tide_op_params params(void) {
+    tide_op_params p;
+    memset(&p, 0, sizeof p);
+    p.dtype = -1;
+    return p;
+}
+
+/* Registry ops on the device: the fake backend's kernels are the CPU ones
+ * run on the device memory, so what is checked here is the call as the
+ * kernel receives it (views, host numbers, params, the random slice,
+ * several results, scratch) and how results and failures come back. */
+static void test_kernels(void) {
+    fake.autorun    = 1;
+    int64_t k0      = fake.n_kernels;
+    tide_tensor * x = iota(2, 3), * d = tide_tensor_to(x, -1, CUDA0, 0);
+    /* a view of device memory and a host number: (d^T + 1) * 2 */
+    tide_tensor * dt = tide_tensor_transpose(d, 0, 1), * one = tide_tensor_scalar(1, TIDE_DTYPE_I64);
+    tide_tensor * two = tide_tensor_scalar(2, TIDE_DTYPE_F64);
+    tide_tensor * s  = op1("add", (tide_tensor *[]){dt, one}, 2, NULL);
+    tide_tensor * m  = op1("mul", (tide_tensor *[]){s, two}, 2, NULL);
+    CHECK(m && m->dev.type == TIDE_DEVICE_CUDA && m->dtype_id == TIDE_DTYPE_F32 && m->sizes[0] == 3);
+    tide_tensor * h = tide_tensor_to(m, -1, CPU, 0);
+    double want[6] = {3, 9, 5, 11, 7, 13};
+    for (int i = 0; i < 6; i++) CHECK(at(h, i) == want[i]);
+    /* params: a sum over dim 1 keeping it */
+    tide_op_params p = params();
+    p.ints[0] = 1, p.n_ints = 1, p.keepdim = 1;
+    tide_tensor * sum = op1("sum", &d, 1, &p);
+    CHECK(sum && sum->ndim == 2 && sum->sizes[1] == 1 && at(sum, 0) == 4.5 && at(sum, 1) == 13.5);
+    /* two results */
+    tide_tensor * res[2] = {NULL, NULL};
+    p.ints[0] = 0, p.keepdim = 0;
+    CHECK(tide_op_call(tide_op_find("max_dim"), &d, 1, &p, res, NULL) == TIDE_OK);
+    CHECK(res[1] && res[1]->dev.type == TIDE_DEVICE_CUDA && at(res[0], 2) == 5.5 && at(res[1], 2) == 1);
+    /* the random slice: the same numbers as on the host for the same seed */
+    p = params();
+    p.ints[0] = 5, p.n_ints = 1, p.scalars[1] = 1;
+    tide_manual_seed(7);
+    tide_tensor * rh = op1("rand", NULL, 0, &p);
+    tide_manual_seed(7);
+    tide_tensor * out[1] = {NULL}, * rd = tide_tensor_empty(1, (int64_t[]){5}, TIDE_DTYPE_F32, CUDA0);
+    CHECK(tide_op_call(tide_op_find("rand"), NULL, 0, &p, out, rd) == TIDE_OK);
+    for (int i = 0; i < 5; i++) CHECK(at(rd, i) == at(rh, i) && at(rh, i) >= 0 && at(rh, i) < 1);
+    tide_tensor_release(out[0]);
+    /* into a view on the device: the second column of d, in place */
+    tide_tensor * col = tide_tensor_select(d, 1, 1);
+    CHECK(tide_op_call(tide_op_find("neg"), &col, 1, NULL, out, col) == TIDE_OK);
+    tide_tensor_release(out[0]);
+    CHECK(at(d, 1) == -1.5 && at(d, 4) == -4.5 && at(d, 0) == 0.5 && at(d, 5) == 5.5);
+    CHECK(fake.n_kernels - k0 == 6);
+    tide_tensor * all[] = {x, d, dt, one, two, s, m, h, sum, res[0], res[1], rh, rd, col};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tide_tensor_release(all[i]);
+    CHECK(tide_sync() == TIDE_OK);
+    CHECK(device_in_use() == 0);
+}
+
+/* A kernel that fails on the device fails its op: the error names it and
+ * surfaces at the next wait; an op the backend has no kernel for is refused
+ * at the call. */
+static void test_kernel_errors(void) {
+    fake.autorun     = 1;
+    tide_tensor * x  = iota(2, 3), * d = tide_tensor_to(x, -1, CUDA0, 0);
+    tide_tensor * ix = tide_tensor_full(1, (int64_t[]){1}, 7, TIDE_DTYPE_I64);
+    tide_tensor * di = tide_tensor_to(ix, -1, CUDA0, 0);
+    tide_op_params p = params();
+    p.n_ints = 1;
+    tide_tensor * bad = op1("index_select", (tide_tensor *[]){d, di}, 2, &p);
+    CHECK(bad != NULL);
+    double v;
+    CHECK(tide_tensor_get(bad, 0, &v) != TIDE_OK);
+    CHECK(strstr(tide_last_error(), "index_select: on cuda:0: index_select: index 7 is out of range") != NULL);
+    tide_tensor_release(bad);
+    tide_tensor_release(di);
+    tide_tensor_release(d);
+    CHECK(tide_sync() == TIDE_E_DEVICE);   /* the failure not reported by a sync yet */
+    CHECK(tide_sync() == TIDE_OK);
+    fake.no_kernels = 1;
+    tide_cuda_use_backend(&fake_api);   /* the kernels are looked up again */
+    d = tide_tensor_to(x, -1, CUDA0, 0);
+    CHECK(op1("exp", &d, 1, NULL) == NULL && tide_last_status() == TIDE_E_DEVICE);
+    CHECK_MSG("exp: no kernel for device cuda:0 in this build");
+    tide_tensor_release(d);
+    CHECK(tide_sync() == TIDE_OK);
+    fake.no_kernels = 0;
+    tide_cuda_use_backend(&fake_api);
+    tide_tensor_release(ix);
+    tide_tensor_release(x);
+    CHECK(fake.used == 0);
 }
 
 /* TIDE_SYNC: the device's copies run on the caller's thread and are waited for there. */
@@ -151,6 +245,8 @@ int main(void) {
     test_stream_order_and_host_waits();
     test_errors();
     test_sync_mode();
+    test_kernels();
+    test_kernel_errors();
     CHECK(tide_sync() == TIDE_OK);
     tide_cuda_use_backend(NULL);
     CHECK(fake.used == 0);

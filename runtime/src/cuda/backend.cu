@@ -3,20 +3,30 @@
  * the CUDA toolkit and loaded by libtide at run time (engine/cuda_loader.c),
  * so that one libtide runs with or without a GPU and its driver. It exports
  * one symbol, the table of engine/device.h over the CUDA runtime: devices,
- * memory, streams, events, host callbacks, copies and pinned memory. Caching,
- * ordering and policy are libtide's; kernels live beside this file.
+ * memory, streams, events, host callbacks, copies and pinned memory, and the
+ * op kernels, which live beside this file (one list per file, common.cuh).
+ * Caching, ordering and policy are libtide's.
  */
-#include "engine/device.h"
+#include "common.cuh"
 
-#include <cuda_runtime.h>
-
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
-namespace {
+namespace tide_cuda {
 
+namespace {
 thread_local char last_error[512];
+}
+
+int set_error(int code, const char * fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return code;
+}
 
 /* Maps a CUDA result to the table's codes, keeping the message. */
 int fail(cudaError_t err, const char * what) {
@@ -35,6 +45,26 @@ int use(int32_t dev) {
     if (cudaGetDevice(&cur) == cudaSuccess && cur == dev) return TIDE_DEVAPI_OK;
     return fail(cudaSetDevice(dev), "cudaSetDevice");
 }
+
+int launched(const tide_devcall * c) {
+    cudaError_t err = cudaGetLastError();
+    if (err == cudaSuccess) return TIDE_DEVAPI_OK;
+    return set_error(TIDE_DEVAPI_ERROR, "launching the %s kernel failed: %s (%s)", c->op, cudaGetErrorString(err),
+                     cudaGetErrorName(err));
+}
+
+int no_dtype(const tide_devcall * c, int32_t dtype) {
+    static const char * const names[] = {"float32", "float64", "int32",   "int64",
+                                         "uint8",   "bool",    "float16", "bfloat16"};
+    return set_error(TIDE_DEVAPI_ERROR, "the CUDA %s kernel has no instance for dtype %s", c->op,
+                     dtype >= 0 && dtype < TIDE_DTYPE_COUNT ? names[dtype] : "?");
+}
+
+}   // namespace tide_cuda
+
+namespace {
+
+using namespace tide_cuda;
 
 int32_t probe(char * reason, size_t n) {
     int         count = 0;
@@ -156,6 +186,16 @@ int pinned_alloc(size_t nbytes, void ** out) {
 
 int pinned_free(void * p) { return fail(cudaFreeHost(p), "cudaFreeHost"); }
 
+/* Every kernel file's list (common.cuh). */
+const kernel_entry * const kernel_lists[] = {ew_kernels, reduce_kernels, blas_kernels, random_kernels};
+
+tide_devkernel_fn kernel(const char * op) {
+    for (const kernel_entry * list : kernel_lists)
+        for (const kernel_entry * k = list; k->name; k++)
+            if (strcmp(k->name, op) == 0) return k->fn;
+    return nullptr;
+}
+
 const tide_devapi table = {
     TIDE_DEVAPI_VERSION,
     "cuda",
@@ -177,6 +217,7 @@ const tide_devapi table = {
     copy_async,
     pinned_alloc,
     pinned_free,
+    kernel,
 };
 
 }   // namespace

@@ -22,6 +22,9 @@ static pthread_mutex_t     alloc_lock = PTHREAD_MUTEX_INITIALIZER;
  * storage's allocation and release asks for them. */
 static _Atomic(tide_devalloc *) allocs[TIDE_MAX_CUDA_DEVICES];
 static _Atomic(void *)          streams[TIDE_MAX_CUDA_DEVICES];   /* each device's compute stream */
+static atomic_int               allow_tf32;
+/* Each op's kernel as the backend gave it: 0 not asked yet, 1 none, else the function. */
+static _Atomic(uintptr_t)       kernels[TIDE_OP_COUNT_];
 
 /* Asks the backend how many devices it sees, and keeps it when it sees some. */
 static void take(const tide_devapi * t) {
@@ -77,6 +80,7 @@ void tide_cuda_use_backend(const tide_devapi * t) {
         void * st = atomic_exchange(&streams[i], NULL);
         if (st) api->stream_destroy(i, st);
     }
+    for (int32_t i = 0; i < TIDE_OP_COUNT_; i++) atomic_store(&kernels[i], 0);
     api       = NULL;
     n_devices = 0;
     if (t) take(t);
@@ -96,6 +100,22 @@ const char * tide_cuda_status(void) {
 const tide_devapi * tide_cuda_api(void) {
     pthread_once(&once, probe);
     return api;
+}
+
+void tide_cuda_set_allow_tf32(int allow) { atomic_store_explicit(&allow_tf32, allow != 0, memory_order_relaxed); }
+int  tide_cuda_allow_tf32(void) { return atomic_load_explicit(&allow_tf32, memory_order_relaxed); }
+
+uint32_t tide_cuda_call_flags(void) { return tide_cuda_allow_tf32() ? TIDE_DEVCALL_ALLOW_TF32 : 0; }
+
+tide_devkernel_fn tide_cuda_kernel(int32_t op) {
+    if (op < 0 || op >= TIDE_OP_COUNT_ || !tide_cuda_api()) return NULL;
+    uintptr_t k = atomic_load_explicit(&kernels[op], memory_order_acquire);
+    if (!k) {   /* a race here only asks the backend twice */
+        tide_devkernel_fn fn = api->kernel(tide_op_name(op));
+        k = fn ? (uintptr_t)fn : 1;
+        atomic_store_explicit(&kernels[op], k, memory_order_release);
+    }
+    return k == 1 ? NULL : (tide_devkernel_fn)k;
 }
 
 /* cuda:`device` checked against what the backend found; `what` names the caller. */

@@ -20,6 +20,15 @@ TIDE_INTERNAL tide_devalloc *     tide_cuda_allocator(int32_t device);
  * queue runs its ops on it, and its storages are allocated for it. NULL with
  * TIDE_E_DEVICE set when there is no such device or no stream could be made. */
 TIDE_INTERNAL void *              tide_cuda_stream(int32_t device);
+/* The backend's kernel for registry op `op`, or NULL when it has none
+ * (or there is no backend); looked up once per op. */
+TIDE_INTERNAL tide_devkernel_fn   tide_cuda_kernel(int32_t op);
+/* The settings an op enqueued now for a CUDA device takes along (TIDE_DEVCALL_*). */
+TIDE_INTERNAL uint32_t            tide_cuda_call_flags(void);
+/* Launches the op call c, whose results are on a CUDA device, on that
+ * device's stream with the backend's kernel: the engine task of a device op
+ * (engine/devcall.c). Returns once it is launched, not done. */
+TIDE_INTERNAL tide_status         tide_cuda_launch(const tide_opcall * c);
 /* Replaces the backend with `t` (NULL: none), dropping the allocators: for
  * tests, which drive the CUDA paths with a fake backend on the host. Not
  * thread-safe: call it while no other thread uses CUDA. */

@@ -1,5 +1,6 @@
 /*
- * device.c - device names ("cpu", "cpu:N", "cuda", "cuda:N") to and from tide_device.
+ * device.c - device names ("cpu", "cpu:N", "cuda", "cuda:N") to and from
+ * tide_device, and the calling thread's default device.
  * Which devices exist and how they run work is the engine's business.
  */
 #include "../core/internal.h"
@@ -52,3 +53,17 @@ char * tide_device_format(tide_device dev, char * buf, size_t n) {
 }
 
 int32_t tide_device_cpu_count(void) { return tide_engine_cpu_queues(); }
+
+static _Thread_local tide_device default_device = {TIDE_DEVICE_CPU, -1};
+
+tide_status tide_set_default_device(tide_device dev) {
+    if (dev.type != TIDE_DEVICE_CPU && dev.type != TIDE_DEVICE_CUDA)
+        return tide_error_set(TIDE_E_DEVICE, "set_default_device: unknown device type %d", dev.type);
+    char        name[32];
+    tide_device checked;   /* through the name, for the same checks and messages as everywhere */
+    TIDE_CHECK(tide_device_parse(tide_device_format(dev, name, sizeof name), &checked));
+    default_device = checked;
+    return TIDE_OK;
+}
+
+tide_device tide_get_default_device(void) { return default_device; }

@@ -9,6 +9,8 @@
 #ifndef TIDE_DEVICE_H
 #define TIDE_DEVICE_H
 
+#include "tide.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,7 +20,7 @@ extern "C" {
 
 /* Bumped whenever the table below changes; libtide refuses a backend built
  * against another version instead of calling through a wrong layout. */
-enum { TIDE_DEVAPI_VERSION = 1 };
+enum { TIDE_DEVAPI_VERSION = 2 };
 
 /* What a backend function returns. On anything but OK the backend keeps a
  * message for its calling thread, which `error_text` returns. */
@@ -26,6 +28,57 @@ enum { TIDE_DEVAPI_OK = 0, TIDE_DEVAPI_OOM = 1, TIDE_DEVAPI_ERROR = 2 };
 
 /* Copy directions for copy_async. */
 enum { TIDE_COPY_H2D = 1, TIDE_COPY_D2H = 2, TIDE_COPY_D2D = 3 };
+
+/* A tensor as a device kernel sees it: the address of its first element
+ * (the view's offset applied) and its sizes and strides in elements. A host
+ * number given with device tensors (the 1 of x + 1) has data NULL, ndim 0
+ * and its value in `value` (and, exactly, in `ivalue` for integer dtypes). */
+typedef struct tide_devtensor {
+    void *  data;
+    int32_t dtype;                   /* tide_dtype */
+    int32_t ndim;
+    int64_t nelem;
+    int64_t sizes[TIDE_MAX_DIMS];
+    int64_t strides[TIDE_MAX_DIMS];
+    double  value;
+    int64_t ivalue;
+} tide_devtensor;
+
+/* One op of the registry (runtime/src/ops/ops.def) as libtide hands it to a
+ * device kernel, which only launches it on `stream`: the call's tensors, the
+ * dtype the op's rule chose to compute in (float16/bfloat16 storage computes
+ * in float32) and the params, whose meaning per op ops.def gives. libtide has
+ * validated it all: dtypes against the op's accepted set, shapes by the op's
+ * shape rule, and every tensor is on device `dev` (or a host number). */
+typedef struct tide_devcall {
+    const char *   op;               /* its registry name, for messages */
+    int32_t        dev;
+    void *         stream;
+    int32_t        n_in, n_out;
+    int32_t        compute_dtype;
+    uint64_t       rng_seed;         /* random ops: their slice of the Philox stream */
+    uint64_t       rng_offset;
+    tide_devtensor in[TIDE_OP_MAX_IN];
+    tide_devtensor out[TIDE_OP_MAX_OUT];
+    tide_op_params p;
+    uint32_t       flags;            /* TIDE_DEVCALL_* */
+    /* nbytes of device memory for the call's own use (partial sums, a
+     * workspace), valid for work launched on `stream` by this call; libtide
+     * takes it back after the kernel returns, which stream order makes safe.
+     * NULL when the device is out of memory: return TIDE_DEVAPI_OOM then,
+     * libtide already holds the message. */
+    void * (*scratch)(void * ctx, size_t nbytes);
+    void *         scratch_ctx;
+} tide_devcall;
+
+/* tide_devcall.flags: settings of the calling thread that kernels honour. */
+enum {
+    TIDE_DEVCALL_ALLOW_TF32 = 1,     /* float32 matmuls may use TF32 tensor cores (tide.cuda.allow_tf32) */
+};
+
+/* Launches the op on c->stream (it must not wait for the device). Returns
+ * TIDE_DEVAPI_OK, or an error with its message in error_text. */
+typedef int (*tide_devkernel_fn)(const tide_devcall * c);
 
 /* Streams and events are the backend's handles (cudaStream_t, cudaEvent_t).
  * Every call names its device: the backend makes it current on the calling
@@ -65,6 +118,10 @@ typedef struct tide_devapi {
     int (*copy_async)(int32_t dev, void * dst, const void * src, size_t nbytes, int32_t kind, void * stream);
     int (*pinned_alloc)(size_t nbytes, void ** out);
     int (*pinned_free)(void * p);
+
+    /* -- kernels -- */
+    /* The kernel of the registry op named `op`, or NULL when the backend has none. */
+    tide_devkernel_fn (*kernel)(const char * op);
 } tide_devapi;
 
 /* The symbol a backend library exports: its table, or NULL when it was built

@@ -503,9 +503,7 @@ static tide_status complete(const tide_engine_task * t, int32_t id, tide_storage
 /* A CUDA queue's thread: launches its ready ops on the device's stream, and
  * finishes those the device has done. It never waits for the device itself. */
 static void * device_worker(void * arg) {
-    devq *              q   = arg;
-    const tide_devapi * api = tide_cuda_api();
-    void *              stream = tide_cuda_stream(q->cuda);
+    devq * q  = arg;
     on_worker = true;
     pthread_mutex_lock(&lock);
     for (;;) {
@@ -536,6 +534,9 @@ static void * device_worker(void * arg) {
         for (int32_t i = 0; i < o->n_deps; i++) o->deps[i].s->n_launched++;
         for (int32_t i = 0; i < o->n_deps; i++) grant(o->deps[i].s);
         pthread_mutex_unlock(&lock);
+        /* looked up per op, not kept: a test may swap the backend between ops */
+        const tide_devapi * api    = tide_cuda_api();
+        void *              stream = tide_cuda_stream(q->cuda);
         if (!stream || api->host_callback(q->cuda, stream, device_done, o) != TIDE_DEVAPI_OK) {
             /* no callback: wait for the device here rather than never finish */
             if (stream) api->stream_sync(q->cuda, stream);

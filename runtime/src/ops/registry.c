@@ -259,6 +259,8 @@ static tide_status run_kernel(void * ctx) {
     return ops[c->op].def.cpu(c);
 }
 
+static tide_status run_cuda(void * ctx) { return tide_cuda_launch(ctx); }
+
 static void keep_call(void * ctx) {
     tide_opcall * c = ctx;
     for (int32_t i = 0; i < c->n_in; i++) tide_tensor_retain(c->in[i]);
@@ -390,6 +392,7 @@ tide_status tide_op_prepare(int32_t op, tide_tensor * const * inputs, int32_t n_
     if (n_in) memcpy(c->in, inputs, (size_t)n_in * sizeof *inputs);
     c->out[0] = out;
     c->rng_seed = c->rng_offset = 0;
+    c->dev_flags = 0;
     if (params) {
         c->p = *params;
     } else {
@@ -408,28 +411,33 @@ tide_status tide_op_prepare(int32_t op, tide_tensor * const * inputs, int32_t n_
         return tide_error_set(TIDE_E_INTERNAL, "%s: shape rule '%s' is not linked in", e->def.name, e->shape_rule_name);
     if (!e->def.cpu)
         return tide_error_set(TIDE_E_DEVICE, "%s: no kernel for device cpu in this build", e->def.name);
+    r->dev = (out && (!n_in || (e->def.flags & TIDE_OPF_XDEVICE))) ? out->dev
+           : n_in ? device_input(inputs, n_in)->dev : tide_get_default_device();
+    r->kernel = e->def.cpu;
+    r->flags  = e->def.flags;
+    bool xdev = out && (e->def.flags & TIDE_OPF_XDEVICE) && n_in && c->in[0]->dev.type != out->dev.type;
+    if (TIDE_UNLIKELY(r->dev.type == TIDE_DEVICE_CUDA && !xdev)) {
+        /* before the shape rule: some read their inputs' values on the host */
+        if (!tide_cuda_kernel(op)) {
+            char d[32];
+            return tide_error_set(TIDE_E_DEVICE, "%s: no kernel for device %s in this build", e->def.name,
+                                  tide_device_format(r->dev, d, sizeof d));
+        }
+        r->kernel    = tide_cuda_launch;
+        c->dev_flags = tide_cuda_call_flags();
+    }
     TIDE_CHECK(e->def.shape_rule(c, &r->shape));
     r->temp = false;
     if (out) {
         TIDE_CHECK(check_out(e, c, &r->shape, r->dtypes[0], out));
         r->temp = needs_temp(e, c, out);
     }
-    r->dev = (out && (!n_in || (e->def.flags & TIDE_OPF_XDEVICE))) ? out->dev
-           : n_in ? device_input(inputs, n_in)->dev : (tide_device){TIDE_DEVICE_CPU, -1};
-    r->kernel = e->def.cpu;
-    r->flags  = e->def.flags;
-    if (TIDE_UNLIKELY(r->dev.type != TIDE_DEVICE_CPU || (n_in && c->in[0]->dev.type != TIDE_DEVICE_CPU))) {
+    if (TIDE_UNLIKELY(xdev)) {
         /* a copy across the host-device boundary runs on the device's queue,
          * as a transfer (engine/transfer.c), not a kernel */
-        if (out && (e->def.flags & TIDE_OPF_XDEVICE) && n_in && c->in[0]->dev.type != out->dev.type) {
-            TIDE_CHECK(tide_transfer_check(c));
-            r->dev    = out->dev.type == TIDE_DEVICE_CUDA ? out->dev : c->in[0]->dev;
-            r->kernel = NULL;
-            return TIDE_OK;
-        }
-        char d[32];
-        return tide_error_set(TIDE_E_DEVICE, "%s: no kernel for device %s: Tide has no CUDA kernels yet", e->def.name,
-                              tide_device_format(r->dev.type != TIDE_DEVICE_CPU ? r->dev : c->in[0]->dev, d, sizeof d));
+        TIDE_CHECK(tide_transfer_check(c));
+        r->dev    = out->dev.type == TIDE_DEVICE_CUDA ? out->dev : c->in[0]->dev;
+        r->kernel = NULL;
     }
     return TIDE_OK;
 }
@@ -486,7 +494,10 @@ tide_status tide_op_call(int32_t op, tide_tensor * const * inputs, int32_t n_in,
     tide_engine_task task = {run_kernel, c,           sizeof *c,        keep_call,
                              drop_call,  e->def.name, c->out[0]->nelem, describe_call, NULL};
     tide_transfer    xfer;
-    if (TIDE_UNLIKELY(!r.kernel)) tide_transfer_task(&xfer, c, &task);
+    if (TIDE_UNLIKELY(dev.type == TIDE_DEVICE_CUDA)) {
+        if (r.kernel) task.fn = run_cuda;
+        else tide_transfer_task(&xfer, c, &task);
+    }
     tide_status st = tide_engine_push(&task, reads, n_in, writes, c->n_out, dev);
     if (st != TIDE_OK) {
         for (int32_t i = 0; i < c->n_out; i++) tide_tensor_release(c->out[i]);
