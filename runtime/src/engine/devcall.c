@@ -93,6 +93,10 @@ tide_status tide_cuda_launch(const tide_opcall * c) {
     for (int32_t i = 0; i < sc.n; i++) tide_devalloc_free(alloc, sc.blocks[i]);
     if (rc == TIDE_DEVAPI_OK) return TIDE_OK;
     if (sc.failed) return tide_last_status();
-    return tide_error_set(rc == TIDE_DEVAPI_OOM ? TIDE_E_OOM : TIDE_E_DEVICE, "%s: on cuda:%d: %s", op, dev,
-                          api->error_text());
+    /* a kernel's own message may name the op already, as CPU kernels' do */
+    const char * text  = api->error_text();
+    size_t       n     = strlen(op);
+    bool         named = strncmp(text, op, n) == 0 && text[n] == ':';
+    return tide_error_set(rc == TIDE_DEVAPI_OOM ? TIDE_E_OOM : TIDE_E_DEVICE, "%s%s%s (on cuda:%d)", named ? "" : op,
+                          named ? "" : ": ", text, dev);
 }
