@@ -1,5 +1,1238 @@
+/*
+ * ew.cu - the CUDA kernels of the elementwise ops (arithmetic, comparisons,
+ * logic, where, the fused updates, the transcendental functions, copy), of the
+ * creation ops (full, arange, linspace, eye) and of the shaping ops that are
+ * strided copies (flip, repeat, tril, triu, cat, stack). Values follow the CPU
+ * kernels (ops/cpu/binary.c, transcend.c, create.c, shape.c) and libtide's
+ * dtype conversions; reductions, matmuls and random ops live beside this file.
+ */
 #include "common.cuh"
 
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <type_traits>
+
 namespace tide_cuda {
-const kernel_entry ew_kernels[] = {{nullptr, nullptr}};
+namespace {
+
+/* -- compute types and conversions ------------------------------------------------------- */
+
+/* The C++ type of each compute dtype. bool computes as C++ bool (one byte in
+ * memory, 0 or 1) rather than as uint8, so that the op functors tell the two
+ * apart by type: bool's add is or, uint8's wraps. */
+template <typename T> struct dtype_of;
+template <> struct dtype_of<float> { static constexpr int32_t value = TIDE_DTYPE_F32; };
+template <> struct dtype_of<double> { static constexpr int32_t value = TIDE_DTYPE_F64; };
+template <> struct dtype_of<int32_t> { static constexpr int32_t value = TIDE_DTYPE_I32; };
+template <> struct dtype_of<int64_t> { static constexpr int32_t value = TIDE_DTYPE_I64; };
+template <> struct dtype_of<uint8_t> { static constexpr int32_t value = TIDE_DTYPE_U8; };
+template <> struct dtype_of<bool> { static constexpr int32_t value = TIDE_DTYPE_BOOL; };
+
+/* How a compute type is stored. */
+template <typename T> using Stor = std::conditional_t<std::is_same_v<T, bool>, uint8_t, T>;
+
+template <typename T> constexpr bool is_float = std::is_floating_point_v<T>;
+template <typename T> constexpr bool is_bool  = std::is_same_v<T, bool>;
+
+bool is_float_dtype(int32_t d) {
+    return d == TIDE_DTYPE_F32 || d == TIDE_DTYPE_F64 || d == TIDE_DTYPE_F16 || d == TIDE_DTYPE_BF16;
 }
+/* float16 and bfloat16 storage computes in float32 (tide_dtype_compute) */
+int32_t compute_of(int32_t d) { return d == TIDE_DTYPE_F16 || d == TIDE_DTYPE_BF16 ? TIDE_DTYPE_F32 : d; }
+
+/* Float to integer saturates and sends NaN to 0, as libtide's tide_store_double:
+ * a plain cast is undefined there, and the device's own saturation differs for uint8. */
+template <typename S> __host__ __device__ inline int32_t sat32(S x) {
+    if (!(x == x)) return 0;
+    if (x >= (S)2147483648.0) return INT32_MAX;
+    if (x <= (S)-2147483648.0) return INT32_MIN;
+    return (int32_t)x;
+}
+template <typename S> __host__ __device__ inline int64_t sat64(S x) {
+    if (!(x == x)) return 0;
+    if (x >= (S)9223372036854775808.0) return INT64_MAX;
+    if (x <= (S)-9223372036854775808.0) return INT64_MIN;
+    return (int64_t)x;
+}
+
+/* x as T, converted exactly as tide_convert converts between the dtypes of S and T:
+ * bool is x != 0; floats to integers saturate (uint8 from the saturated int32,
+ * wrapping); integers to narrower integers wrap. */
+template <typename T, typename S> __host__ __device__ inline T cvt(S x) {
+    if constexpr (is_bool<T>) return x != (S)0;
+    else if constexpr (is_float<T> || !is_float<S>) return (T)x;
+    else if constexpr (sizeof(T) == 8) return sat64(x);
+    else return (T)sat32(x);
+}
+
+/* Element `off` of memory of dtype dt, as T. */
+template <typename T> __device__ inline T load_cvt(const void * p, int32_t dt, int64_t off) {
+    switch (dt) {
+    case TIDE_DTYPE_F32:  return cvt<T>(((const float *)p)[off]);
+    case TIDE_DTYPE_F64:  return cvt<T>(((const double *)p)[off]);
+    case TIDE_DTYPE_I32:  return cvt<T>(((const int32_t *)p)[off]);
+    case TIDE_DTYPE_I64:  return cvt<T>(((const int64_t *)p)[off]);
+    case TIDE_DTYPE_U8:   return cvt<T>(((const uint8_t *)p)[off]);
+    case TIDE_DTYPE_BOOL: return cvt<T>(((const uint8_t *)p)[off] != 0);
+    case TIDE_DTYPE_F16:  return cvt<T>(__half2float(((const __half *)p)[off]));
+    default:              return cvt<T>(__bfloat162float(((const __nv_bfloat16 *)p)[off]));
+    }
+}
+
+/* The float a compute value rounds to float16/bfloat16 from: integers go through
+ * double, as tide_store_double takes them (int64 rounds twice). */
+template <typename T> __host__ __device__ inline float half_src(T v) {
+    if constexpr (std::is_same_v<T, float>) return v;
+    else if constexpr (is_bool<T>) return v ? 1.0f : 0.0f;
+    else return (float)(double)v;
+}
+
+/* Stores compute value v into element `off` of memory of dtype dt. */
+template <typename T> __host__ __device__ inline void store_cvt(void * p, int32_t dt, int64_t off, T v) {
+    switch (dt) {
+    case TIDE_DTYPE_F32:  ((float *)p)[off] = cvt<float>(v); break;
+    case TIDE_DTYPE_F64:  ((double *)p)[off] = cvt<double>(v); break;
+    case TIDE_DTYPE_I32:  ((int32_t *)p)[off] = cvt<int32_t>(v); break;
+    case TIDE_DTYPE_I64:  ((int64_t *)p)[off] = cvt<int64_t>(v); break;
+    case TIDE_DTYPE_U8:   ((uint8_t *)p)[off] = cvt<uint8_t>(v); break;
+    case TIDE_DTYPE_BOOL: ((uint8_t *)p)[off] = cvt<bool>(v); break;
+    case TIDE_DTYPE_F16:  ((__half *)p)[off] = __float2half_rn(half_src(v)); break;
+    default:              ((__nv_bfloat16 *)p)[off] = __float2bfloat16_rn(half_src(v)); break;
+    }
+}
+
+/* A host number as T: its dtype's value converted like any element of that dtype. */
+template <typename T> T host_value(const tide_devtensor & t) {
+    return is_float_dtype(t.dtype) ? cvt<T>(t.value) : cvt<T>(t.ivalue);
+}
+
+/* Makes o a host number holding v, already in the compute type, so that reading
+ * it back with a plain cast (get below) is exact. common.cuh's read() casts the
+ * original value instead, which neither saturates nor makes 0.5 true for bool. */
+template <typename T> void hold(Operand & o, T v) {
+    o.data = nullptr;
+    if constexpr (is_float<T>) {
+        o.value  = (double)v;
+        o.ivalue = 0;
+    } else {
+        o.value  = 0;
+        o.ivalue = (int64_t)v;
+    }
+}
+
+template <typename T> __device__ inline T get(const Operand & o, int64_t off) {
+    if (!o.data) {
+        if constexpr (is_float<T>) return (T)o.value;
+        else return (T)o.ivalue;
+    }
+    return load_cvt<T>(o.data, o.dtype, off);
+}
+
+/* A host number of value v, for the constants some ops add as operands (the
+ * value of masked_fill, the bounds of clamp, the false of logical_not). */
+tide_devtensor number(double v) {
+    tide_devtensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = TIDE_DTYPE_F64;
+    t.nelem = 1;
+    t.value = v;
+    return t;
+}
+
+/* -- math ------------------------------------------------------------------------------------ */
+
+/* One name for the float and double functions. sqrt, division and so rsqrt and
+ * reciprocal are correctly rounded, as on the CPU; the rest is the CUDA math
+ * library's (float: expf, tanhf, sinf, cosf within 2 ulp, logf, log1pf, expm1f
+ * within 1, erfcf 4), where the CPU's float32 loops are polynomials of its own:
+ * the two agree to a few ulp, not to the bit. */
+#define MATH1(name, F32, F64)                                   \
+    __device__ inline float name(float x) { return F32(x); }   \
+    __device__ inline double name(double x) { return F64(x); }
+#define MATH2(name, F32, F64)                                                 \
+    __device__ inline float name(float x, float y) { return F32(x, y); }     \
+    __device__ inline double name(double x, double y) { return F64(x, y); }
+MATH1(m_fabs, fabsf, fabs)
+MATH1(m_floor, floorf, floor)
+MATH1(m_ceil, ceilf, ceil)
+MATH1(m_rint, rintf, rint)
+MATH1(m_exp, expf, exp)
+MATH1(m_log, logf, log)
+MATH1(m_log1p, log1pf, log1p)
+MATH1(m_expm1, expm1f, expm1)
+MATH1(m_sqrt, sqrtf, sqrt)
+MATH1(m_sin, sinf, sin)
+MATH1(m_cos, cosf, cos)
+MATH1(m_tanh, tanhf, tanh)
+MATH2(m_pow, powf, pow)
+MATH2(m_fmod, fmodf, fmod)
+MATH2(m_atan2, atan2f, atan2)
+/* Rounded separately, never fused into an fma: the CPU build (x86-64 baseline)
+ * has no fma, and the fused updates should give the CPU's bits. */
+MATH2(add_rn, __fadd_rn, __dadd_rn)
+MATH2(sub_rn, __fsub_rn, __dsub_rn)
+MATH2(mul_rn, __fmul_rn, __dmul_rn)
+MATH2(div_rn, __fdiv_rn, __ddiv_rn)
+#undef MATH1
+#undef MATH2
+
+/* Integer arithmetic wraps (two's complement), done in the unsigned type as binary.c does. */
+template <typename T> __device__ inline T wadd(T a, T b) {
+    using U = std::make_unsigned_t<T>;
+    return (T)(U)((U)a + (U)b);
+}
+template <typename T> __device__ inline T wsub(T a, T b) {
+    using U = std::make_unsigned_t<T>;
+    return (T)(U)((U)a - (U)b);
+}
+template <typename T> __device__ inline T wmul(T a, T b) {
+    using U = std::make_unsigned_t<T>;
+    return (T)(U)((U)a * (U)b);
+}
+template <typename T> __device__ inline T wneg(T a) { return wsub((T)0, a); }
+
+/* binary.c's ipow: by squaring; a negative exponent gives 0 except for bases 1 and -1. */
+__device__ inline int64_t ipow(int64_t a, int64_t b) {
+    if (b < 0) return a == 1 ? 1 : a == -1 ? ((b & 1) ? -1 : 1) : 0;
+    uint64_t r = 1, x = (uint64_t)a;
+    while (b) {
+        if (b & 1) r *= x;
+        x *= x;
+        b >>= 1;
+    }
+    return (int64_t)r;
+}
+
+/* binary.c's integer remainder: the divisor's sign; by 0 (and by -1, which could trap) 0. */
+__device__ inline int64_t iremainder(int64_t a, int64_t b) {
+    if (b == 0 || b == -1) return 0;
+    int64_t r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+
+/* sigmoid from e = exp(-|x|): 1/(1+e) or e/(1+e), so that neither side overflows
+ * and the negative tail keeps its relative accuracy (transcend.c's form). */
+__device__ inline float sigmoid_of(float x) {
+    float e = expf(-fabsf(x));
+    return (x >= 0.0f ? 1.0f : e) / (1.0f + e);
+}
+__device__ inline double sigmoid_of(double x) {
+    double e = exp(-fabs(x));
+    return (x >= 0.0 ? 1.0 : e) / (1.0 + e);
+}
+
+/* x sigmoid(x). Below -64 the result is x e^x, and e^x may be denormal in float:
+ * formed in double and rounded once (the CPU scales by 2^64 for the same reason);
+ * x is clamped to -200 so that silu(-inf) is -0, as on the CPU. */
+__device__ inline float silu_of(float x) {
+    if (x < -64.0f) {
+        double xd = x < -200.0f ? -200.0 : (double)x;
+        return (float)(xd * exp(xd));
+    }
+    float e = expf(-fabsf(x));
+    return x * (x >= 0.0f ? 1.0f : e) / (1.0f + e);
+}
+__device__ inline double silu_of(double x) { return x == -INFINITY ? -0.0 : x * sigmoid_of(x); }
+
+/* gelu(x) = x/2 erfc(-x/sqrt2). erfc's relative error grows as 2a^2 times its
+ * argument's, so for x < 0 the argument is split into ah + al (al what rounding
+ * ah lost) and erfc(ah + al) taken as erfc(ah) - al 2/sqrt(pi) exp(-ah^2). Below
+ * -12 erfc leaves float's normal range: in double, rounded once; Phi(-17) * 17
+ * is 0 in float, so x is clamped there and gelu(-inf) is -0. */
+__device__ inline float gelu_of(float x) {
+    if (x < -12.0f) {
+        double xd = x < -17.0f ? -17.0 : (double)x;
+        return (float)(0.5 * xd * erfc(-xd * 0.70710678118654752440));
+    }
+    const float c_hi = 0x1.6a09e6p-1f, c_lo = 0x1.9fcef4p-27f;   /* 1/sqrt2 = c_hi + c_lo */
+    float       nx = -x, ah = nx * c_hi, e = erfcf(ah);
+    if (x < 0.0f) {
+        float al = fmaf(nx, c_hi, -ah) + nx * c_lo;
+        e        = fmaf(-1.12837917f * al, expf(-ah * ah), e);
+    }
+    return 0.5f * x * e;
+}
+__device__ inline double gelu_of(double x) {
+    return x == -INFINITY ? -0.0 : 0.5 * x * erfc(-x * 0.70710678118654752440);
+}
+
+/* tanh form: x sigmoid(v), v = 2 sqrt(2/pi) (x + 0.044715 x^3), formed in double as
+ * on the CPU (the tail's relative error is |v| times v's) and handed to float as
+ * vh + vl, exp(vh + vl) taken as exp(vh) (1 + vl). Below v = -64 the result is
+ * x e^v, in double as in silu_of. */
+__device__ inline float gelu_tanh_of(float x) {
+    double xd = x, vd = 1.5957691216057308 * xd * (1.0 + 0.044715 * xd * xd);
+    float  xm = x < -200.0f ? -200.0f : x;
+    if (vd < -64.0) return (float)((double)xm * exp(vd));
+    float vh = (float)vd, vl = vd < 1e30 ? (float)(vd - (double)vh) : 0.0f;   /* 0 for inf, NaN */
+    float h = vh < 0.0f ? vh : -vh, hl = vh < 0.0f ? vl : -vl;
+    float e = expf(h);
+    e       = fmaf(e, hl, e);
+    return xm * (vh >= 0.0f ? 1.0f : e) / (1.0f + e);
+}
+__device__ inline double gelu_tanh_of(double x) {
+    if (fabs(x) == INFINITY) return x < 0 ? -0.0 : x;
+    return x * sigmoid_of(1.5957691216057307117 * x * (1.0 + 0.044715 * x * x));
+}
+
+/* d gelu(x) / dx, in double for both dtypes as transcend.c's gelu_grad. */
+__device__ inline double gelu_grad(double x, bool approx) {
+    if (approx) {
+        const double k = 0.79788456080286535588, cc = 0.044715;
+        double       t = tanh(k * (x + cc * x * x * x));
+        return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * cc * x * x);
+    }
+    return 0.5 * erfc(-x * 0.70710678118654752440) + x * 0.39894228040143267794 * exp(-0.5 * x * x);
+}
+
+/* -- the ops, by family ----------------------------------------------------------------------- */
+
+/* A family is one functor over the op code: each family has one kernel per dtype
+ * whatever its number of ops, which keeps the build time and the library size in
+ * check; the switch on a code that every thread shares costs a few instructions
+ * per element of a loop bound by memory. */
+enum : int32_t {
+    NEG, ABS, RELU, FLOOR, CEIL, ROUND, SIGN,                                   /* Unary */
+    EXP, LOG, LOG1P, EXPM1, SQRT, RSQRT, SIN, COS, TANH, SIGMOID, SILU, GELU,   /* Transcend */
+    GELU_TANH, RECIPROCAL,
+    ADD, SUB, MUL, DIV, MAXIMUM, MINIMUM,                                       /* Arith */
+    POW, FMOD, REMAINDER, ATAN2, GELU_GRAD, GELU_TANH_GRAD,                     /* Heavy */
+    EQ, NE, LT, LE, GT, GE,                                                     /* Cmp */
+    WHERE, CLAMP, ADD_SCALED, LERP,                                             /* Ternary */
+    ADDCMUL, ADDCDIV,                                                           /* Quaternary */
+};
+
+/* The cheap unary ops of every numeric dtype. */
+struct Unary {
+    int32_t op;
+    template <typename T> __device__ T operator()(T a) const {
+        if constexpr (is_float<T>) {
+            switch (op) {
+            case NEG:   return -a;
+            case ABS:   return m_fabs(a);
+            case RELU:  return a > 0 ? a : (a != a ? a : (T)0);   /* NaN stays */
+            case FLOOR: return m_floor(a);
+            case CEIL:  return m_ceil(a);
+            case ROUND: return m_rint(a);   /* half to even, as nearbyint */
+            default:    return (T)((a > 0) - (a < 0));   /* SIGN: 0 for NaN, as on the CPU */
+            }
+        } else if constexpr (std::is_signed_v<T>) {
+            switch (op) {
+            case NEG:  return wneg(a);
+            case ABS:  return a < 0 ? wneg(a) : a;
+            case RELU: return a > 0 ? a : (T)0;
+            case SIGN: return (T)((a > 0) - (a < 0));
+            default:   return a;   /* FLOOR, CEIL, ROUND */
+            }
+        } else {
+            switch (op) {
+            case NEG:  return wneg(a);
+            case SIGN: return (T)(a > 0);
+            default:   return a;   /* ABS, RELU, FLOOR, CEIL, ROUND */
+            }
+        }
+    }
+};
+
+/* The transcendental unary ops (float32 and float64). */
+struct Transcend {
+    int32_t op;
+    template <typename T> __device__ T operator()(T a) const {
+        switch (op) {
+        case EXP:       return m_exp(a);
+        case LOG:       return m_log(a);
+        case LOG1P:     return a == 0 ? a : m_log1p(a);   /* keeps -0 */
+        case EXPM1:     return a == 0 ? a : m_expm1(a);
+        case SQRT:      return m_sqrt(a);
+        case RSQRT:     return (T)1 / m_sqrt(a);   /* correctly rounded twice, as on the CPU */
+        case SIN:       return m_sin(a);
+        case COS:       return m_cos(a);
+        case TANH:      return m_tanh(a);
+        case SIGMOID:   return sigmoid_of(a);
+        case SILU:      return silu_of(a);
+        case GELU:      return gelu_of(a);
+        case GELU_TANH: return gelu_tanh_of(a);
+        default:        return (T)1 / a;   /* RECIPROCAL */
+        }
+    }
+};
+
+/* The cheap binary ops. bool: add and maximum are or, mul and minimum and. */
+struct Arith {
+    int32_t op;
+    template <typename T> __device__ T operator()(T a, T b) const {
+        if constexpr (is_bool<T>) {
+            return op == ADD || op == MAXIMUM ? (a || b) : (a && b);
+        } else {
+            switch (op) {
+            case ADD: if constexpr (is_float<T>) return a + b; else return wadd(a, b);
+            case SUB: if constexpr (is_float<T>) return a - b; else return wsub(a, b);
+            case MUL: if constexpr (is_float<T>) return a * b; else return wmul(a, b);
+            case DIV: if constexpr (is_float<T>) return a / b; else return a;   /* float only */
+            /* a NaN propagates: a when it is NaN, else b when the comparison fails */
+            case MAXIMUM: if constexpr (is_float<T>) return (a != a || a > b) ? a : b; else return a > b ? a : b;
+            default:      if constexpr (is_float<T>) return (a != a || a < b) ? a : b; else return a < b ? a : b;
+            }
+        }
+    }
+};
+
+/* The costly binary ops, kept apart so that their registers do not slow Arith. */
+struct Heavy {
+    int32_t op;
+    template <typename T> __device__ T operator()(T a, T b) const {
+        if constexpr (is_float<T>) {
+            switch (op) {
+            case POW:  return m_pow(a, b);
+            case FMOD: return m_fmod(a, b);
+            case REMAINDER: {
+                T r = m_fmod(a, b);
+                return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+            }
+            case ATAN2:     return m_atan2(a, b);
+            case GELU_GRAD: return (T)((double)a * gelu_grad((double)b, false));   /* (gy, x) */
+            default:        return (T)((double)a * gelu_grad((double)b, true));
+            }
+        } else {
+            switch (op) {
+            case POW: return (T)ipow((int64_t)a, (int64_t)b);
+            /* by 0 is 0 (PyTorch raises; a kernel must not trap), and by -1 too (INT_MIN % -1 traps) */
+            case FMOD:
+                if constexpr (std::is_signed_v<T>) return b == 0 || b == -1 ? (T)0 : (T)(a % b);
+                else return b == 0 ? (T)0 : (T)(a % b);
+            default: return (T)iremainder((int64_t)a, (int64_t)b);
+            }
+        }
+    }
+};
+
+/* Comparisons, in the compute dtype, to bool. */
+struct Cmp {
+    int32_t op;
+    template <typename T> __device__ bool operator()(T a, T b) const {
+        switch (op) {
+        case EQ: return a == b;
+        case NE: return a != b;
+        case LT: return a < b;
+        case LE: return a <= b;
+        case GT: return a > b;
+        default: return a >= b;
+        }
+    }
+};
+
+/* where(cond, a, b), clamp(x, lo, hi), add_scaled(a, b, alpha), lerp(x, end, weight). */
+struct Ternary {
+    int32_t op;
+    template <typename T> __device__ T operator()(T a, T b, T d) const {
+        if (op == WHERE) return a != (T)0 ? b : d;   /* the condition converted to T first, as on the CPU */
+        if constexpr (!is_bool<T>) {
+            if (op == CLAMP) {   /* absent bounds are -inf/+inf (the dtype's extremes): no effect; NaN stays */
+                T v = a;
+                if (v < b) v = b;
+                if (v > d) v = d;
+                return v;
+            }
+            if constexpr (is_float<T>) {
+                if (op == ADD_SCALED) return add_rn(a, mul_rn(d, b));
+                /* LERP: x + w (end - x) for |w| < 0.5, end - (end - x)(1 - w) otherwise, so
+                 * that weight 1 gives end exactly (binary.c's two-sided form) */
+                T diff = sub_rn(b, a);
+                T lo   = add_rn(a, mul_rn(d, diff));
+                T hi   = sub_rn(b, mul_rn(diff, sub_rn((T)1, d)));
+                return m_fabs(d) < (T)0.5 ? lo : hi;
+            } else {
+                return wadd(a, wmul(d, b));   /* ADD_SCALED */
+            }
+        }
+        return a;   /* bool takes only WHERE */
+    }
+};
+
+/* addcmul(x, t1, t2, value) = x + value t1 t2; addcdiv(...) = x + value t1 / t2, in PyTorch's order. */
+struct Quaternary {
+    int32_t op;
+    template <typename T> __device__ T operator()(T a, T b, T d, T e) const {
+        if constexpr (is_float<T>) {
+            T eb = mul_rn(e, b);
+            return add_rn(a, op == ADDCMUL ? mul_rn(eb, d) : div_rn(eb, d));
+        } else {
+            return wadd(a, wmul(wmul(e, b), d));   /* ADDCMUL (addcdiv is float only) */
+        }
+    }
+};
+
+/* -- the elementwise kernels --------------------------------------------------------------------- */
+
+template <int N> struct Operands {
+    Operand o[N];
+};
+
+template <int N, typename F, typename T> __device__ inline auto call(const F & f, const T * a) {
+    if constexpr (N == 1) return f(a[0]);
+    else if constexpr (N == 2) return f(a[0], a[1]);
+    else if constexpr (N == 3) return f(a[0], a[1], a[2]);
+    else return f(a[0], a[1], a[2], a[3]);
+}
+
+/* common.cuh's offsets(), with the loop over dims unrolled to TIDE_MAX_DIMS: there
+ * the runtime bound makes ptxas copy the Shape to a local-memory stack frame (80
+ * bytes, read back on every element); here every index is a constant. */
+template <int N, typename I> __device__ inline void offsets_of(const Shape & s, const Operand * ops, I i, int64_t * off) {
+    for (int k = 0; k < N; k++) off[k] = 0;
+#pragma unroll
+    for (int d = TIDE_MAX_DIMS - 1; d >= 0; d--) {
+        if (d >= s.ndim) continue;
+        I size = (I)s.sizes[d];
+        I idx  = d ? i % size : i;
+        i      = d ? i / size : 0;
+        for (int k = 0; k < N; k++) off[k] += (int64_t)idx * ops[k].strides[d];
+    }
+}
+
+/* Elements per thread and iteration of the dense kernel: 16 bytes of input, or 4. */
+template <typename T> constexpr int lanes = sizeof(T) == 8 ? 2 : 4;
+
+template <typename S, int V> struct alignas(sizeof(S) * V) Pack {
+    S v[V];
+};
+
+/* The dtypes the dense kernel loads and stores in packs for compute type T: T's
+ * own, and for float the float16/bfloat16 storage that computes in it. */
+template <typename T> bool packable(int32_t dt) {
+    return dt == dtype_of<T>::value ||
+           (std::is_same_v<T, float> && (dt == TIDE_DTYPE_F16 || dt == TIDE_DTYPE_BF16));
+}
+
+template <typename T, int V> __device__ inline void load_pack(const void * p, int32_t dt, int64_t i, T * x) {
+    if constexpr (std::is_same_v<T, float>) {
+        if (dt == TIDE_DTYPE_F16) {
+            Pack<__half, V> h = ((const Pack<__half, V> *)p)[i];
+            for (int e = 0; e < V; e++) x[e] = __half2float(h.v[e]);
+            return;
+        }
+        if (dt == TIDE_DTYPE_BF16) {
+            Pack<__nv_bfloat16, V> h = ((const Pack<__nv_bfloat16, V> *)p)[i];
+            for (int e = 0; e < V; e++) x[e] = __bfloat162float(h.v[e]);
+            return;
+        }
+    }
+    Pack<Stor<T>, V> q = ((const Pack<Stor<T>, V> *)p)[i];
+    for (int e = 0; e < V; e++) x[e] = (T)q.v[e];
+}
+
+template <typename O, int V> __device__ inline void store_pack(void * p, int32_t dt, int64_t i, const O * r) {
+    if constexpr (std::is_same_v<O, float>) {
+        if (dt == TIDE_DTYPE_F16) {
+            Pack<__half, V> h;
+            for (int e = 0; e < V; e++) h.v[e] = __float2half_rn(r[e]);
+            ((Pack<__half, V> *)p)[i] = h;
+            return;
+        }
+        if (dt == TIDE_DTYPE_BF16) {
+            Pack<__nv_bfloat16, V> h;
+            for (int e = 0; e < V; e++) h.v[e] = __float2bfloat16_rn(r[e]);
+            ((Pack<__nv_bfloat16, V> *)p)[i] = h;
+            return;
+        }
+    }
+    Pack<Stor<O>, V> q;
+    for (int e = 0; e < V; e++) q.v[e] = (Stor<O>)r[e];
+    ((Pack<Stor<O>, V> *)p)[i] = q;
+}
+
+/* The dense case: out and every input contiguous over the same elements, in a
+ * packable dtype (or one value repeated), loaded and stored in packs. */
+template <typename T, typename O, int N> struct Dense {
+    void *       out;
+    const void * in[N];    /* a contiguous input, or nullptr for one value */
+    const void * one[N];   /* a one-element device input, read once per thread */
+    T            k[N];     /* a host number, converted on the host */
+    int32_t      out_dt, dt[N];
+};
+
+template <typename T, typename O, int N, typename F>
+__global__ void __launch_bounds__(THREADS) dense_kernel(Dense<T, O, N> a, int64_t n, F f) {
+    constexpr int V = lanes<T>;
+    T             k[N];
+    for (int j = 0; j < N; j++) k[j] = a.one[j] ? load_cvt<T>(a.one[j], a.dt[j], 0) : a.k[j];
+    int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, step = (int64_t)gridDim.x * blockDim.x;
+    int64_t packs = n / V;
+    for (int64_t p = first; p < packs; p += step) {
+        T x[N][V];
+        for (int j = 0; j < N; j++) {
+            if (a.in[j]) load_pack<T, V>(a.in[j], a.dt[j], p, x[j]);
+            else for (int e = 0; e < V; e++) x[j][e] = k[j];
+        }
+        O r[V];
+        for (int e = 0; e < V; e++) {
+            T arg[N];
+            for (int j = 0; j < N; j++) arg[j] = x[j][e];
+            r[e] = call<N>(f, arg);
+        }
+        store_pack<O, V>(a.out, a.out_dt, p, r);
+    }
+    for (int64_t i = packs * V + first; i < n; i += step) {   /* the last n % V */
+        T arg[N];
+        for (int j = 0; j < N; j++) arg[j] = a.in[j] ? load_cvt<T>(a.in[j], a.dt[j], i) : k[j];
+        store_cvt<O>(a.out, a.out_dt, i, call<N>(f, arg));
+    }
+}
+
+/* Any strides, broadcasting and dtypes: operand 0 is out, converted on the way in and out. */
+template <typename T, typename O, int N, typename F, typename I>
+__global__ void __launch_bounds__(THREADS) strided_kernel(Shape s, Operands<N + 1> ops, F f) {
+    I n = (I)s.nelem, step = (I)gridDim.x * blockDim.x;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+        int64_t off[N + 1];
+        offsets_of<N + 1, I>(s, ops.o, i, off);
+        T arg[N];
+        for (int j = 0; j < N; j++) arg[j] = get<T>(ops.o[j + 1], off[j + 1]);
+        store_cvt<O>((void *)ops.o[0].data, ops.o[0].dtype, off[0], call<N>(f, arg));
+    }
+}
+
+/* Iteration shapes below this many elements index in 32 bits (cheaper divisions). */
+constexpr int64_t SMALL = (int64_t)1 << 31;
+
+Shape shape_of(const tide_devtensor & t) {
+    Shape s;
+    s.ndim  = t.ndim;
+    s.nelem = t.nelem;
+    for (int32_t d = 0; d < TIDE_MAX_DIMS; d++) s.sizes[d] = d < t.ndim ? t.sizes[d] : 1;
+    return s;
+}
+
+/* t as an operand over s. operand() writes out of bounds for a t of more dims than
+ * s, which a shape rule gone wrong could give: an error then, not a corruption. */
+int over(const tide_devcall * c, const tide_devtensor & t, const Shape & s, Operand & o) {
+    if (t.ndim > s.ndim)
+        return set_error(TIDE_DEVAPI_ERROR, "%s: a %d-d operand does not broadcast to the %d-d result", c->op, t.ndim,
+                         s.ndim);
+    o = operand(t, s);
+    return TIDE_DEVAPI_OK;
+}
+
+/* Whether operand o walks the coalesced shape s one element at a time. */
+bool dense(const Shape & s, const Operand & o) { return s.ndim == 0 || (s.ndim == 1 && o.strides[0] == 1); }
+
+bool aligned(const void * p, size_t a) { return (uintptr_t)p % a == 0; }
+
+/* Launches out = f(in...) computed in T, the result (O: T, or bool for comparisons)
+ * converted to out's dtype. */
+template <typename T, typename O, int N, typename F>
+int run_ew(const tide_devcall * c, const tide_devtensor * const * in, F f) {
+    const tide_devtensor & out = c->out[0];
+    int64_t                n   = out.nelem;
+    if (n == 0) return TIDE_DEVAPI_OK;
+    Shape           s = shape_of(out);
+    Operands<N + 1> ops;
+    if (int rc = over(c, out, s, ops.o[0])) return rc;
+    for (int j = 0; j < N; j++) {
+        if (int rc = over(c, *in[j], s, ops.o[j + 1])) return rc;
+        if (!in[j]->data) hold<T>(ops.o[j + 1], host_value<T>(*in[j]));
+    }
+    coalesce(s, ops.o, N + 1);
+    constexpr int  V = lanes<T>;
+    Dense<T, O, N> d;
+    bool fast = packable<O>(out.dtype) && dense(s, ops.o[0]) && aligned(out.data, V * (size_t)esize(out.dtype));
+    d.out     = out.data;
+    d.out_dt  = out.dtype;
+    for (int j = 0; j < N; j++) {
+        const tide_devtensor & t = *in[j];
+        d.in[j]  = nullptr;
+        d.one[j] = nullptr;
+        d.k[j]   = T();
+        d.dt[j]  = t.dtype;
+        if (!t.data) d.k[j] = host_value<T>(t);
+        else if (t.nelem == 1) d.one[j] = t.data;
+        else if (packable<T>(t.dtype) && dense(s, ops.o[j + 1]) && aligned(t.data, V * (size_t)esize(t.dtype)))
+            d.in[j] = t.data;
+        else fast = false;
+    }
+    cudaStream_t st = (cudaStream_t)c->stream;
+    if (fast) dense_kernel<T, O, N><<<blocks_for((n + V - 1) / V), THREADS, 0, st>>>(d, n, f);
+    else if (n < SMALL) strided_kernel<T, O, N, F, uint32_t><<<blocks_for(n), THREADS, 0, st>>>(s, ops, f);
+    else strided_kernel<T, O, N, F, uint64_t><<<blocks_for(n), THREADS, 0, st>>>(s, ops, f);
+    return launched(c);
+}
+
+/* Compute dtypes an op accepts (ops.def's A_FLOAT, A_NUM, A_ALL): only those get kernels. */
+constexpr unsigned A_FLOAT = 1u << TIDE_DTYPE_F32 | 1u << TIDE_DTYPE_F64;
+constexpr unsigned A_NUM   = A_FLOAT | 1u << TIDE_DTYPE_I32 | 1u << TIDE_DTYPE_I64 | 1u << TIDE_DTYPE_U8;
+constexpr unsigned A_ALL   = A_NUM | 1u << TIDE_DTYPE_BOOL;
+
+/* f(T()) for T the compute type of dt, if A has it. */
+template <unsigned A, typename F> int dispatch(const tide_devcall * c, int32_t dt, F && f) {
+    switch (dt) {
+    case TIDE_DTYPE_F32:
+        if constexpr ((A >> TIDE_DTYPE_F32) & 1) return f(float());
+        break;
+    case TIDE_DTYPE_F64:
+        if constexpr ((A >> TIDE_DTYPE_F64) & 1) return f(double());
+        break;
+    case TIDE_DTYPE_I32:
+        if constexpr ((A >> TIDE_DTYPE_I32) & 1) return f(int32_t());
+        break;
+    case TIDE_DTYPE_I64:
+        if constexpr ((A >> TIDE_DTYPE_I64) & 1) return f(int64_t());
+        break;
+    case TIDE_DTYPE_U8:
+        if constexpr ((A >> TIDE_DTYPE_U8) & 1) return f(uint8_t());
+        break;
+    case TIDE_DTYPE_BOOL:
+        if constexpr ((A >> TIDE_DTYPE_BOOL) & 1) return f(bool());
+        break;
+    default: break;
+    }
+    return no_dtype(c, dt);
+}
+
+/* An elementwise op of family F on inputs `in`, in c's compute dtype. */
+template <unsigned A, typename F, bool TO_BOOL = false, int N>
+int ew(const tide_devcall * c, F f, const tide_devtensor * const (&in)[N]) {
+    if (int rc = use(c->dev)) return rc;
+    return dispatch<A>(c, c->compute_dtype, [&](auto t) {
+        using T = decltype(t);
+        return run_ew<T, std::conditional_t<TO_BOOL, bool, T>, N>(c, in, f);
+    });
+}
+
+/* -- elementwise op entries ------------------------------------------------------------------------ */
+
+template <int32_t OP> int k_unary(const tide_devcall * c) {
+    const tide_devtensor * in[] = {&c->in[0]};
+    return ew<A_NUM>(c, Unary{OP}, in);
+}
+
+template <int32_t OP> int k_transcend(const tide_devcall * c) {
+    const tide_devtensor * in[] = {&c->in[0]};
+    return ew<A_FLOAT>(c, Transcend{OP}, in);
+}
+
+int k_gelu(const tide_devcall * c) {
+    const tide_devtensor * in[] = {&c->in[0]};
+    return ew<A_FLOAT>(c, Transcend{c->p.flags & 1 ? GELU_TANH : GELU}, in);
+}
+
+template <unsigned A, int32_t OP> int k_arith(const tide_devcall * c) {
+    const tide_devtensor * in[] = {&c->in[0], &c->in[1]};
+    return ew<A>(c, Arith{OP}, in);
+}
+
+template <unsigned A, int32_t OP> int k_heavy(const tide_devcall * c) {
+    const tide_devtensor * in[] = {&c->in[0], &c->in[1]};
+    return ew<A>(c, Heavy{OP}, in);
+}
+
+int k_gelu_backward(const tide_devcall * c) {
+    const tide_devtensor * in[] = {&c->in[0], &c->in[1]};
+    return ew<A_FLOAT>(c, Heavy{c->p.flags & 1 ? GELU_TANH_GRAD : GELU_GRAD}, in);
+}
+
+template <int32_t OP> int k_cmp(const tide_devcall * c) {
+    const tide_devtensor * in[] = {&c->in[0], &c->in[1]};
+    return ew<A_ALL, Cmp, true>(c, Cmp{OP}, in);
+}
+
+/* The logical ops compute in bool (inputs nonzero): and is bool's mul, or its
+ * add, not is x == false. */
+int k_logical_and(const tide_devcall * c) {
+    const tide_devtensor * in[] = {&c->in[0], &c->in[1]};
+    return ew<1u << TIDE_DTYPE_BOOL>(c, Arith{MUL}, in);
+}
+int k_logical_or(const tide_devcall * c) {
+    const tide_devtensor * in[] = {&c->in[0], &c->in[1]};
+    return ew<1u << TIDE_DTYPE_BOOL>(c, Arith{ADD}, in);
+}
+int k_logical_not(const tide_devcall * c) {
+    tide_devtensor         no   = number(0);
+    const tide_devtensor * in[] = {&c->in[0], &no};
+    return ew<1u << TIDE_DTYPE_BOOL, Cmp, true>(c, Cmp{EQ}, in);
+}
+
+int k_where(const tide_devcall * c) {
+    const tide_devtensor * in[] = {&c->in[0], &c->in[1], &c->in[2]};
+    return ew<A_ALL>(c, Ternary{WHERE}, in);
+}
+
+/* masked_fill(x, mask) is where(mask, value, x), the value converted to the compute dtype. */
+int k_masked_fill(const tide_devcall * c) {
+    tide_devtensor         value = number(c->p.scalars[0]);
+    const tide_devtensor * in[]  = {&c->in[1], &value, &c->in[0]};
+    return ew<A_ALL>(c, Ternary{WHERE}, in);
+}
+
+int k_clamp(const tide_devcall * c) {
+    tide_devtensor lo = number(c->p.flags & TIDE_PARAMF_HAS_MIN ? c->p.scalars[0] : -INFINITY);
+    tide_devtensor hi = number(c->p.flags & TIDE_PARAMF_HAS_MAX ? c->p.scalars[1] : INFINITY);
+    const tide_devtensor * in[] = {&c->in[0], &lo, &hi};
+    return ew<A_NUM>(c, Ternary{CLAMP}, in);
+}
+
+template <unsigned A, int32_t OP> int k_ternary(const tide_devcall * c) {
+    const tide_devtensor * in[] = {&c->in[0], &c->in[1], &c->in[2]};
+    return ew<A>(c, Ternary{OP}, in);
+}
+
+template <unsigned A, int32_t OP> int k_quaternary(const tide_devcall * c) {
+    const tide_devtensor * in[] = {&c->in[0], &c->in[1], &c->in[2], &c->in[3]};
+    return ew<A>(c, Quaternary{OP}, in);
+}
+
+/* -- copies between views ------------------------------------------------------------------------- */
+
+/* Elements of E bytes moved unchanged: views of one dtype. */
+template <typename E, typename I> __global__ void __launch_bounds__(THREADS) move_kernel(Shape s, Operands<2> ops) {
+    I n = (I)s.nelem, step = (I)gridDim.x * blockDim.x;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+        int64_t off[2];
+        offsets_of<2, I>(s, ops.o, i, off);
+        ((E *)ops.o[0].data)[off[0]] = ((const E *)ops.o[1].data)[off[1]];
+    }
+}
+
+/* Elements converted through compute type T, from any dtype (or a host number) to any. */
+template <typename T, typename I> __global__ void __launch_bounds__(THREADS) convert_kernel(Shape s, Operands<2> ops) {
+    I n = (I)s.nelem, step = (I)gridDim.x * blockDim.x;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+        int64_t off[2];
+        offsets_of<2, I>(s, ops.o, i, off);
+        store_cvt<T>((void *)ops.o[0].data, ops.o[0].dtype, off[0], get<T>(ops.o[1], off[1]));
+    }
+}
+
+template <typename E> __global__ void __launch_bounds__(THREADS) fill_kernel(E * p, int64_t n, E v) {
+    int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) p[i] = v;
+}
+
+/* The status of a runtime call made for c; its error is cleared, or launched()
+ * would report it again for the next op. */
+int checked(const tide_devcall * c, cudaError_t err, const char * what) {
+    if (err == cudaSuccess) return TIDE_DEVAPI_OK;
+    cudaGetLastError();
+    return set_error(TIDE_DEVAPI_ERROR, "%s: %s failed: %s (%s)", c->op, what, cudaGetErrorString(err),
+                     cudaGetErrorName(err));
+}
+
+template <typename E, typename I> void launch_move(const Shape & s, const Operands<2> & ops, cudaStream_t st) {
+    move_kernel<E, I><<<blocks_for(s.nelem), THREADS, 0, st>>>(s, ops);
+}
+template <typename I> void launch_move(int32_t esz, const Shape & s, const Operands<2> & ops, cudaStream_t st) {
+    switch (esz) {
+    case 1:  launch_move<uint8_t, I>(s, ops, st); break;
+    case 2:  launch_move<uint16_t, I>(s, ops, st); break;
+    case 4:  launch_move<uint32_t, I>(s, ops, st); break;
+    default: launch_move<uint64_t, I>(s, ops, st); break;
+    }
+}
+
+/* n contiguous elements of esz bytes set to the pattern in `bits`. */
+int fill(const tide_devcall * c, void * p, int64_t n, int32_t esz, uint64_t bits) {
+    cudaStream_t st = (cudaStream_t)c->stream;
+    if (bits == 0 || esz == 1)
+        return checked(c, cudaMemsetAsync(p, (int)(bits & 0xff), (size_t)(n * esz), st), "cudaMemsetAsync");
+    unsigned blocks = blocks_for(n);
+    if (esz == 2) fill_kernel<uint16_t><<<blocks, THREADS, 0, st>>>((uint16_t *)p, n, (uint16_t)bits);
+    else if (esz == 4) fill_kernel<uint32_t><<<blocks, THREADS, 0, st>>>((uint32_t *)p, n, (uint32_t)bits);
+    else fill_kernel<uint64_t><<<blocks, THREADS, 0, st>>>((uint64_t *)p, n, bits);
+    return launched(c);
+}
+
+/* Copies src, broadcast to dst's shape, into dst (any strides, negative ones too),
+ * each value converted to compute dtype ct and then to dst's dtype, as the CPU's
+ * iterator does. The caller has made sure that the two do not overlap, unless
+ * they are the same view. */
+int copy_into(const tide_devcall * c, const tide_devtensor & dst, const tide_devtensor & src, int32_t ct) {
+    int64_t n = dst.nelem;
+    if (n == 0) return TIDE_DEVAPI_OK;
+    Shape       s = shape_of(dst);
+    Operands<2> ops;
+    if (int rc = over(c, dst, s, ops.o[0])) return rc;
+    if (int rc = over(c, src, s, ops.o[1])) return rc;
+    coalesce(s, ops.o, 2);
+    cudaStream_t st  = (cudaStream_t)c->stream;
+    int32_t      esz = esize(dst.dtype);
+    bool         small = n < SMALL;
+    if (!src.data) {   /* a host number: one value, which a dense dst takes as a fill */
+        uint64_t bits = 0;   /* the value as dst stores it */
+        int      rc   = dispatch<A_ALL>(c, ct, [&](auto t) {
+            using T = decltype(t);
+            T v     = host_value<T>(src);
+            hold<T>(ops.o[1], v);
+            store_cvt<T>(&bits, dst.dtype, 0, v);
+            return TIDE_DEVAPI_OK;
+        });
+        if (rc) return rc;
+        if (dense(s, ops.o[0])) return fill(c, dst.data, n, esz, bits);
+    } else if (src.dtype == dst.dtype && ct == compute_of(dst.dtype)) {   /* no conversion: bytes move */
+        bool same = src.data == dst.data;
+        for (int32_t d = 0; d < s.ndim && same; d++) same = ops.o[0].strides[d] == ops.o[1].strides[d];
+        if (same) return TIDE_DEVAPI_OK;   /* x:copy_(x) */
+        if (dense(s, ops.o[0]) && dense(s, ops.o[1]))
+            return checked(c, cudaMemcpyAsync(dst.data, src.data, (size_t)(n * esz), cudaMemcpyDeviceToDevice, st),
+                           "cudaMemcpyAsync");
+        if (small) launch_move<uint32_t>(esz, s, ops, st);
+        else launch_move<uint64_t>(esz, s, ops, st);
+        return launched(c);
+    }
+    return dispatch<A_ALL>(c, ct, [&](auto t) {
+        using T = decltype(t);
+        if (small) convert_kernel<T, uint32_t><<<blocks_for(n), THREADS, 0, st>>>(s, ops);
+        else convert_kernel<T, uint64_t><<<blocks_for(n), THREADS, 0, st>>>(s, ops);
+        return launched(c);
+    });
+}
+
+/* A view of t's memory: ndim dims of the given sizes and strides, from `off`
+ * elements after t's first. */
+tide_devtensor view(const tide_devtensor & t, int32_t ndim, const int64_t * sizes, const int64_t * strides,
+                    int64_t off) {
+    tide_devtensor v = t;
+    v.data           = (char *)t.data + off * esize(t.dtype);
+    v.ndim           = ndim;
+    v.nelem          = 1;
+    for (int32_t d = 0; d < ndim; d++) {
+        v.sizes[d]   = sizes[d];
+        v.strides[d] = strides[d];
+        v.nelem *= sizes[d];
+    }
+    return v;
+}
+
+bool same_view(const tide_devtensor & a, const tide_devtensor & b) {
+    if (a.data != b.data || a.dtype != b.dtype || a.ndim != b.ndim) return false;
+    for (int32_t d = 0; d < a.ndim; d++)
+        if (a.sizes[d] != b.sizes[d] || a.strides[d] != b.strides[d]) return false;
+    return true;
+}
+
+/* "[2,3]", as tide_dims_str writes shapes in messages. */
+const char * dims_str(const tide_devtensor & t, char * buf, size_t n) {
+    size_t used = (size_t)snprintf(buf, n, "[");
+    for (int32_t i = 0; i < t.ndim && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, i ? ",%lld" : "%lld", (long long)t.sizes[i]);
+    if (used < n) snprintf(buf + used, n - used, "]");
+    return buf;
+}
+
+/* -- copy and the shaping ops ------------------------------------------------------------------------- */
+
+int k_copy(const tide_devcall * c) {
+    if (int rc = use(c->dev)) return rc;
+    return copy_into(c, c->out[0], c->in[0], c->compute_dtype);
+}
+
+/* flip: a copy of x viewed with negative strides along the flipped dims. The
+ * dims are checked here, as shape.c's kernel does (ops.def gives flip the
+ * `first` shape rule, which does not). */
+int k_flip(const tide_devcall * c) {
+    if (int rc = use(c->dev)) return rc;
+    const tide_devtensor & x = c->in[0];
+    bool                   flipped[TIDE_MAX_DIMS] = {};
+    for (int32_t i = 0; i < c->p.n_ints; i++) {
+        int64_t dim = c->p.ints[i];
+        int32_t nd  = x.ndim > 0 ? x.ndim : 1;
+        if (dim < -nd || dim >= nd)
+            return set_error(TIDE_DEVAPI_ERROR, "flip: dimension %lld is out of range for a %d-d tensor",
+                             (long long)(dim >= 0 ? dim + 1 : dim), x.ndim);
+        int32_t d = (int32_t)(dim < 0 ? dim + nd : dim);
+        if (x.ndim == 0) continue;
+        if (flipped[d]) return set_error(TIDE_DEVAPI_ERROR, "flip: dimension %d is repeated", d + 1);
+        flipped[d] = true;
+    }
+    if (x.nelem == 0) return TIDE_DEVAPI_OK;
+    int64_t strides[TIDE_MAX_DIMS], off = 0;
+    for (int32_t d = 0; d < x.ndim; d++) {
+        strides[d] = flipped[d] ? -x.strides[d] : x.strides[d];
+        if (flipped[d]) off += (x.sizes[d] - 1) * x.strides[d];
+    }
+    const tide_devtensor & out = c->out[0];
+    return copy_into(c, out, view(x, x.ndim, x.sizes, strides, off), compute_of(out.dtype));
+}
+
+/* repeat: the output seen as (tile, element) pairs of dims, x broadcast (stride 0)
+ * over the tile dims: one copy. Pairs beyond TIDE_MAX_DIMS dims become copies
+ * over the leading ones, as in shape.c. */
+int k_repeat(const tide_devcall * c) {
+    if (int rc = use(c->dev)) return rc;
+    const tide_devtensor & x = c->in[0], & out = c->out[0];
+    if (out.nelem == 0) return TIDE_DEVAPI_OK;
+    int32_t n = c->p.n_ints, lead = n - x.ndim, m = 0;
+    int64_t sz[2 * TIDE_MAX_DIMS], ost[2 * TIDE_MAX_DIMS], xst[2 * TIDE_MAX_DIMS];
+    for (int32_t d = 0; d < n; d++) {
+        int64_t r = c->p.ints[d], s = d >= lead ? x.sizes[d - lead] : 1;
+        int64_t xs = d >= lead ? x.strides[d - lead] : 0, os = out.strides[d];
+        if (r > 1) sz[m] = r, ost[m] = s * os, xst[m] = 0, m++;
+        if (s > 1) sz[m] = s, ost[m] = os, xst[m] = xs, m++;
+    }
+    int32_t peel  = m > TIDE_MAX_DIMS ? m - TIDE_MAX_DIMS : 0;
+    int64_t outer = 1;
+    for (int32_t k = 0; k < peel; k++) outer *= sz[k];
+    for (int64_t i = 0; i < outer; i++) {
+        int64_t rest = i, ooff = 0, xoff = 0;
+        for (int32_t k = peel - 1; k >= 0; k--) {
+            ooff += (rest % sz[k]) * ost[k];
+            xoff += (rest % sz[k]) * xst[k];
+            rest /= sz[k];
+        }
+        tide_devtensor dst = view(out, m - peel, sz + peel, ost + peel, ooff);
+        tide_devtensor src = view(x, m - peel, sz + peel, xst + peel, xoff);
+        if (int rc = copy_into(c, dst, src, compute_of(out.dtype))) return rc;
+    }
+    return TIDE_DEVAPI_OK;
+}
+
+/* Element i of the batch of rows x cols matrices: zero in the other triangle,
+ * else (unless only zeroing, in place) src's element. All bits zero is 0 in every dtype. */
+template <typename E, typename I>
+__global__ void __launch_bounds__(THREADS)
+    tri_kernel(Shape s, Operands<2> ops, I rows, I cols, int64_t k, bool lower, bool zero_only) {
+    I n = (I)s.nelem, step = (I)gridDim.x * blockDim.x;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+        int64_t col = (int64_t)(i % cols), row = (int64_t)(i / cols % rows);
+        bool    zero = lower ? col > row + k : col < row + k;
+        if (!zero && zero_only) continue;
+        int64_t off[2];
+        offsets_of<2, I>(s, ops.o, i, off);
+        ((E *)ops.o[0].data)[off[0]] = zero ? (E)0 : ((const E *)ops.o[1].data)[off[1]];
+    }
+}
+
+template <typename I>
+void launch_tri(int32_t esz, const Shape & s, const Operands<2> & ops, int64_t rows, int64_t cols, int64_t k,
+                bool lower, bool zero_only, cudaStream_t st) {
+    unsigned b = blocks_for(s.nelem);
+    switch (esz) {
+    case 1:  tri_kernel<uint8_t, I><<<b, THREADS, 0, st>>>(s, ops, (I)rows, (I)cols, k, lower, zero_only); break;
+    case 2:  tri_kernel<uint16_t, I><<<b, THREADS, 0, st>>>(s, ops, (I)rows, (I)cols, k, lower, zero_only); break;
+    case 4:  tri_kernel<uint32_t, I><<<b, THREADS, 0, st>>>(s, ops, (I)rows, (I)cols, k, lower, zero_only); break;
+    default: tri_kernel<uint64_t, I><<<b, THREADS, 0, st>>>(s, ops, (I)rows, (I)cols, k, lower, zero_only); break;
+    }
+}
+
+/* tril/triu: one pass that copies and zeroes; in place only the zeroing. A
+ * conversion (out= of another dtype) copies first and then zeroes in place. */
+int tri(const tide_devcall * c, bool lower) {
+    if (int rc = use(c->dev)) return rc;
+    const tide_devtensor & x = c->in[0], & out = c->out[0];
+    char                   a[128];
+    if (x.ndim < 2)
+        return set_error(TIDE_DEVAPI_ERROR, "%s: the input must have at least 2 dimensions, got shape %s", c->op,
+                         dims_str(x, a, sizeof a));
+    if (out.nelem == 0) return TIDE_DEVAPI_OK;
+    int64_t rows = out.sizes[out.ndim - 2], cols = out.sizes[out.ndim - 1], k = c->p.n_ints ? c->p.ints[0] : 0;
+    if (k > cols) k = cols;   /* beyond the matrix: same result, and row + k cannot overflow */
+    if (k < -rows) k = -rows;
+    bool zero_only = same_view(x, out);
+    if (!zero_only && x.dtype != out.dtype) {
+        if (int rc = copy_into(c, out, x, compute_of(out.dtype))) return rc;
+        zero_only = true;
+    }
+    Shape       s = shape_of(out);
+    Operands<2> ops;
+    if (int rc = over(c, out, s, ops.o[0])) return rc;
+    if (int rc = over(c, zero_only ? out : x, s, ops.o[1])) return rc;
+    coalesce(s, ops.o, 2);   /* row and column come from the element's index, which coalescing keeps */
+    cudaStream_t st = (cudaStream_t)c->stream;
+    if (s.nelem < SMALL) launch_tri<uint32_t>(esize(out.dtype), s, ops, rows, cols, k, lower, zero_only, st);
+    else launch_tri<uint64_t>(esize(out.dtype), s, ops, rows, cols, k, lower, zero_only, st);
+    return launched(c);
+}
+
+int k_tril(const tide_devcall * c) { return tri(c, true); }
+int k_triu(const tide_devcall * c) { return tri(c, false); }
+
+/* cat: each input into its slice of out along ints[0], converted to out's dtype;
+ * inputs of another ndim (the [0] tensors the shape rule skips) add nothing. */
+int k_cat(const tide_devcall * c) {
+    if (int rc = use(c->dev)) return rc;
+    const tide_devtensor & out = c->out[0];
+    int32_t                d   = (int32_t)c->p.ints[0];
+    int64_t                pos = 0, sizes[TIDE_MAX_DIMS];
+    memcpy(sizes, out.sizes, sizeof sizes);
+    for (int32_t i = 0; i < c->n_in; i++) {
+        const tide_devtensor & t = c->in[i];
+        if (t.ndim != out.ndim) continue;
+        int64_t len = t.sizes[d];
+        if (t.nelem > 0) {
+            sizes[d] = len;
+            tide_devtensor v = view(out, out.ndim, sizes, out.strides, pos * out.strides[d]);
+            if (int rc = copy_into(c, v, t, compute_of(out.dtype))) return rc;
+        }
+        pos += len;
+    }
+    return TIDE_DEVAPI_OK;
+}
+
+/* stack: input i into out's slice i along the new dim ints[0]. */
+int k_stack(const tide_devcall * c) {
+    if (int rc = use(c->dev)) return rc;
+    const tide_devtensor & out = c->out[0];
+    int32_t                d   = (int32_t)c->p.ints[0];
+    int64_t                sizes[TIDE_MAX_DIMS], strides[TIDE_MAX_DIMS];
+    for (int32_t k = 0, j = 0; k < out.ndim; k++) {
+        if (k == d) continue;
+        sizes[j]   = out.sizes[k];
+        strides[j] = out.strides[k];
+        j++;
+    }
+    for (int32_t i = 0; i < c->n_in; i++) {
+        if (c->in[i].nelem == 0) continue;
+        tide_devtensor v = view(out, out.ndim - 1, sizes, strides, i * out.strides[d]);
+        if (int rc = copy_into(c, v, c->in[i], compute_of(out.dtype))) return rc;
+    }
+    return TIDE_DEVAPI_OK;
+}
+
+/* -- creation ------------------------------------------------------------------------------------------ */
+
+/* full: the value in the compute dtype, then in out's; a fill when out is dense. */
+int k_full(const tide_devcall * c) {
+    if (int rc = use(c->dev)) return rc;
+    return copy_into(c, c->out[0], number(c->p.scalars[0]), c->compute_dtype);
+}
+
+/* v converted to compute dtype ct, then stored into dtype dt. */
+__device__ inline void store_through(void * p, int32_t dt, int64_t off, int32_t ct, double v) {
+    switch (ct) {
+    case TIDE_DTYPE_F32: store_cvt<float>(p, dt, off, cvt<float>(v)); break;
+    case TIDE_DTYPE_F64: store_cvt<double>(p, dt, off, v); break;
+    case TIDE_DTYPE_I32: store_cvt<int32_t>(p, dt, off, cvt<int32_t>(v)); break;
+    case TIDE_DTYPE_I64: store_cvt<int64_t>(p, dt, off, cvt<int64_t>(v)); break;
+    case TIDE_DTYPE_U8:  store_cvt<uint8_t>(p, dt, off, cvt<uint8_t>(v)); break;
+    default:             store_cvt<bool>(p, dt, off, cvt<bool>(v)); break;
+    }
+}
+
+/* arange (start + i step) and linspace (from start for the first half, back from
+ * end for the second, so that both ends are exact), in double as create.c, with
+ * the products and sums rounded apart as there. out is 1-d (their shape rules). */
+__global__ void __launch_bounds__(THREADS) sequence_kernel(void * out, int32_t dt, int64_t stride, int64_t n,
+                                                           int32_t ct, bool linspace, double a, double b,
+                                                           double step) {
+    int64_t inc = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += inc) {
+        double v;
+        if (!linspace) v = __dadd_rn(a, __dmul_rn((double)i, step));
+        else if (i < n / 2) v = __dadd_rn(a, __dmul_rn(step, (double)i));
+        else v = __dsub_rn(b, __dmul_rn(step, (double)(n - 1 - i)));
+        store_through(out, dt, i * stride, ct, v);
+    }
+}
+
+int sequence(const tide_devcall * c, bool linspace) {
+    if (int rc = use(c->dev)) return rc;
+    const tide_devtensor & out = c->out[0];
+    int64_t                n   = out.nelem;
+    if (n == 0) return TIDE_DEVAPI_OK;
+    double a = c->p.scalars[0], b = c->p.scalars[1], step = c->p.scalars[2];
+    if (linspace) step = n > 1 ? (b - a) / (double)(n - 1) : 0;
+    sequence_kernel<<<blocks_for(n), THREADS, 0, (cudaStream_t)c->stream>>>(out.data, out.dtype, out.strides[0], n,
+                                                                            c->compute_dtype, linspace, a, b, step);
+    return launched(c);
+}
+
+int k_arange(const tide_devcall * c) { return sequence(c, false); }
+int k_linspace(const tide_devcall * c) { return sequence(c, true); }
+
+/* eye: 1 where row == column. 0 and 1 are exact in every dtype, so the value
+ * goes to out's dtype straight from bool. */
+template <typename I>
+__global__ void __launch_bounds__(THREADS) eye_kernel(void * out, int32_t dt, I n, I m, int64_t s0, int64_t s1) {
+    I step = (I)gridDim.x * blockDim.x;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+        I r = i / m, col = i % m;
+        store_cvt<bool>(out, dt, (int64_t)r * s0 + (int64_t)col * s1, r == col);
+    }
+}
+
+int k_eye(const tide_devcall * c) {
+    if (int rc = use(c->dev)) return rc;
+    const tide_devtensor & out = c->out[0];
+    if (out.ndim != 2) return set_error(TIDE_DEVAPI_ERROR, "eye: takes two sizes (n, m)");
+    int64_t n = out.nelem, m = out.sizes[1];
+    if (n == 0) return TIDE_DEVAPI_OK;
+    cudaStream_t st = (cudaStream_t)c->stream;
+    if (n < SMALL)
+        eye_kernel<uint32_t><<<blocks_for(n), THREADS, 0, st>>>(out.data, out.dtype, (uint32_t)n, (uint32_t)m,
+                                                                out.strides[0], out.strides[1]);
+    else
+        eye_kernel<uint64_t><<<blocks_for(n), THREADS, 0, st>>>(out.data, out.dtype, (uint64_t)n, (uint64_t)m,
+                                                                out.strides[0], out.strides[1]);
+    return launched(c);
+}
+
+}   // namespace
+
+const kernel_entry ew_kernels[] = {
+    /* unary */
+    {"neg", k_unary<NEG>},
+    {"abs", k_unary<ABS>},
+    {"relu", k_unary<RELU>},
+    {"floor", k_unary<FLOOR>},
+    {"ceil", k_unary<CEIL>},
+    {"round", k_unary<ROUND>},
+    {"sign", k_unary<SIGN>},
+    {"exp", k_transcend<EXP>},
+    {"log", k_transcend<LOG>},
+    {"log1p", k_transcend<LOG1P>},
+    {"expm1", k_transcend<EXPM1>},
+    {"sqrt", k_transcend<SQRT>},
+    {"rsqrt", k_transcend<RSQRT>},
+    {"sin", k_transcend<SIN>},
+    {"cos", k_transcend<COS>},
+    {"tanh", k_transcend<TANH>},
+    {"sigmoid", k_transcend<SIGMOID>},
+    {"silu", k_transcend<SILU>},
+    {"gelu", k_gelu},
+    {"reciprocal", k_transcend<RECIPROCAL>},
+    {"logical_not", k_logical_not},
+    {"copy", k_copy},
+    {"clamp", k_clamp},
+    /* binary and more */
+    {"add", k_arith<A_ALL, ADD>},
+    {"sub", k_arith<A_NUM, SUB>},
+    {"mul", k_arith<A_ALL, MUL>},
+    {"div", k_arith<A_FLOAT, DIV>},
+    {"maximum", k_arith<A_ALL, MAXIMUM>},
+    {"minimum", k_arith<A_ALL, MINIMUM>},
+    {"pow", k_heavy<A_NUM, POW>},
+    {"fmod", k_heavy<A_NUM, FMOD>},
+    {"remainder", k_heavy<A_NUM, REMAINDER>},
+    {"atan2", k_heavy<A_FLOAT, ATAN2>},
+    {"gelu_backward", k_gelu_backward},
+    {"eq", k_cmp<EQ>},
+    {"ne", k_cmp<NE>},
+    {"lt", k_cmp<LT>},
+    {"le", k_cmp<LE>},
+    {"gt", k_cmp<GT>},
+    {"ge", k_cmp<GE>},
+    {"logical_and", k_logical_and},
+    {"logical_or", k_logical_or},
+    {"where", k_where},
+    {"masked_fill", k_masked_fill},
+    {"add_scaled", k_ternary<A_NUM, ADD_SCALED>},
+    {"lerp", k_ternary<A_FLOAT, LERP>},
+    {"addcmul", k_quaternary<A_NUM, ADDCMUL>},
+    {"addcdiv", k_quaternary<A_FLOAT, ADDCDIV>},
+    /* shaping */
+    {"flip", k_flip},
+    {"repeat", k_repeat},
+    {"tril", k_tril},
+    {"triu", k_triu},
+    {"cat", k_cat},
+    {"stack", k_stack},
+    /* creation */
+    {"full", k_full},
+    {"arange", k_arange},
+    {"linspace", k_linspace},
+    {"eye", k_eye},
+    {nullptr, nullptr},
+};
+
+}   // namespace tide_cuda

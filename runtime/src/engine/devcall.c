@@ -59,7 +59,7 @@ static void to_dev(const tide_tensor * t, tide_devtensor * d) {
     d->nelem       = 1;
     d->value       = tide_load_double(p, t->dtype_id);
     if (t->dtype_id == TIDE_DTYPE_I64) d->ivalue = *(const int64_t *)p;
-    else d->ivalue = (int64_t)d->value;
+    else if (!tide_dtype_is_float(t->dtype_id)) d->ivalue = (int64_t)d->value;   /* exact: an int32, uint8 or bool */
 }
 
 tide_status tide_cuda_launch(const tide_opcall * c) {
