@@ -1,0 +1,217 @@
+-- The registry's ops on a CUDA device against the same ops on the CPU: every
+-- kernel of libtide_cuda on contiguous, transposed, broadcast, empty and 0-d
+-- inputs, in the dtypes it accepts, and random ops drawing the same numbers
+-- on either device for a seed. Tagged #cuda: where no CUDA device is usable,
+-- each case prints why it was skipped and checks nothing else.
+local tide = require "tide"
+
+local available, why_not = tide.cuda.is_available()
+-- TIDE_SPEC_DRY_RUN=1 runs the comparisons against the cpu:1 queue instead:
+-- a check of this spec itself on a machine without a GPU.
+local DEV = "cuda:0"
+if os.getenv("TIDE_SPEC_DRY_RUN") == "1" then available, DEV = true, "cpu:1" end
+
+-- Runs body() on the device, or prints why not.
+local function on_gpu(name, body)
+  it(name .. " #cuda", function()
+    if not available then
+      print(("\nskipped '%s': %s"):format(name, why_not))
+      return
+    end
+    body()
+  end)
+end
+
+local EXACT = { int32 = true, int64 = true, uint8 = true, bool = true }
+-- float tolerance per dtype: the device sums in another order and its libm
+-- may differ from glibc's in the last place
+local TOL = { float32 = 2e-5, float64 = 1e-12, float16 = 2e-3, bfloat16 = 2e-2 }
+
+local function flat(t)
+  local r = {}
+  local v = t:cpu():double():reshape(-1):totable()
+  for i = 1, #v do r[i] = v[i] end
+  return r
+end
+
+-- Asserts that g (on the device) equals c (on the host) in shape, dtype and values.
+local function same(c, g, what)
+  assert.are.equal(DEV, g:device(), what)
+  assert.are.same(c:size(), g:size(), what)
+  assert.are.equal(c:dtype(), g:dtype(), what)
+  local a, b = flat(c), flat(g)
+  local tol = TOL[c:dtype()] or 0
+  for i = 1, #a do
+    local x, y = a[i], b[i]
+    local ok
+    if x ~= x then ok = y ~= y
+    elseif EXACT[c:dtype()] or x == math.huge or x == -math.huge then ok = x == y
+    else ok = math.abs(x - y) <= tol * math.max(1, math.abs(x)) end
+    if not ok then
+      error(("%s: element %d is %.17g on the CPU but %.17g on %s"):format(what, i, x, y, DEV), 2)
+    end
+  end
+end
+
+-- Inputs in every layout: name -> builder(dtype) of a host tensor.
+local function layouts(dtype)
+  tide.manual_seed(11)
+  local base = tide.randn(4, 5):mul(3)
+  if EXACT[dtype] then base = base:round() end
+  if dtype == "uint8" or dtype == "bool" then base = base:abs() end
+  return {
+    contiguous = base:to(dtype),
+    transposed = base:t():to(dtype),
+    strided = tide.randn(8, 5):mul(3):to(dtype):narrow(1, 2, 4),
+    empty = tide.zeros(0, 5):to(dtype),
+    scalar = tide.tensor(2.5):to(dtype),
+  }
+end
+
+-- f(inputs...) on both devices for inputs given on the host.
+local function both(f, what, ...)
+  local host, dev = { ... }, {}
+  for i, x in ipairs(host) do dev[i] = type(x) == "table" and x or (tide.is_tensor(x) and x:to(DEV) or x) end
+  local c, g = f(unpack(host)), f(unpack(dev))
+  same(c, g, what)
+end
+
+describe("CUDA kernels against the CPU's", function()
+  on_gpu("unary ops in every layout and float dtype", function()
+    local ops = { "neg", "abs", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid",
+                  "relu", "gelu", "silu", "floor", "ceil", "round", "sign", "reciprocal" }
+    for _, dt in ipairs { "float32", "float64", "float16", "bfloat16" } do
+      for lname, x in pairs(layouts(dt)) do
+        for _, op in ipairs(ops) do
+          both(function(t) return t[op](t) end, ("%s of %s %s"):format(op, lname, dt), x)
+        end
+      end
+    end
+  end)
+
+  on_gpu("binary ops with broadcasting, host numbers and promotion", function()
+    local ops = { "add", "sub", "mul", "div", "pow", "fmod", "remainder", "maximum", "minimum", "eq", "ne", "lt",
+                  "le", "gt", "ge" }
+    for _, dt in ipairs { "float32", "float64", "int32", "int64", "float16" } do
+      local L = layouts(dt)
+      local row = tide.arange(1, 6):to(dt)
+      for _, op in ipairs(ops) do
+        local skip = (op == "div" or op == "pow") and EXACT[dt]
+        if not skip then
+          both(function(a, b) return tide[op](a, b) end, op .. " " .. dt, L.contiguous, L.transposed:t())
+          both(function(a, b) return tide[op](a, b) end, op .. " broadcast " .. dt, L.strided, row)
+          both(function(a) return tide[op](a, 3) end, op .. " host number " .. dt, L.contiguous)
+          both(function(a, b) return tide[op](a, b) end, op .. " empty " .. dt, L.empty, row)
+        end
+      end
+    end
+    both(function(a, b) return a + b end, "int32 + float32", layouts("int32").contiguous, layouts("float32").contiguous)
+    both(function(a, b) return tide.where(a:gt(0), a, b) end, "where", layouts("float32").contiguous,
+      layouts("float32").transposed:t())
+    both(function(a) return a:clamp(-1, 2) end, "clamp", layouts("float32").strided)
+    both(function(a, b, c) return a:addcmul(b, c, 0.5) end, "addcmul", layouts("float32").contiguous,
+      layouts("float32").strided, tide.ones(5))
+    both(function(a, b) return a:lerp(b, 0.25) end, "lerp", layouts("float32").contiguous, layouts("float32").strided)
+  end)
+
+  on_gpu("in-place ops on device views", function()
+    local x = layouts("float32").contiguous
+    local c, g = x:clone(), x:to(DEV)
+    c:narrow(2, 2, 3):mul_(2)
+    g:narrow(2, 2, 3):mul_(2)
+    same(c, g, "mul_ into a view")
+  end)
+
+  on_gpu("reductions over all dims, some dims and none", function()
+    for _, dt in ipairs { "float32", "float64", "int64" } do
+      for lname, x in pairs(layouts(dt)) do
+        local what = lname .. " " .. dt
+        both(function(t) return t:sum() end, "sum " .. what, x)
+        if x:numel() > 0 then
+          both(function(t) return t:amax() end, "amax " .. what, x)
+          both(function(t) return t:amin() end, "amin " .. what, x)
+        end
+        if x:dim() == 2 and x:numel() > 0 then
+          for d = 1, 2 do
+            both(function(t) return t:sum(d) end, "sum dim " .. d .. " " .. what, x)
+            both(function(t) return t:prod(d, true) end, "prod dim " .. d .. " " .. what, x)
+            both(function(t) return t:argmax(d) end, "argmax dim " .. d .. " " .. what, x)
+            if not EXACT[dt] then
+              both(function(t) return t:mean(d) end, "mean dim " .. d .. " " .. what, x)
+              both(function(t) return t:var(d) end, "var dim " .. d .. " " .. what, x)
+              both(function(t) return t:logsumexp(d) end, "logsumexp dim " .. d .. " " .. what, x)
+              both(function(t) return t:softmax(d) end, "softmax dim " .. d .. " " .. what, x)
+              both(function(t) return t:log_softmax(d) end, "log_softmax dim " .. d .. " " .. what, x)
+            end
+            both(function(t) return t:cumsum(d) end, "cumsum dim " .. d .. " " .. what, x)
+          end
+        end
+      end
+    end
+    local big = tide.randn(1000, 300)
+    both(function(t) return t:sum() end, "sum of 300000", big)
+    both(function(t) return t:sum(1) end, "sum over a long leading dim", big)
+  end)
+
+  on_gpu("matmul in float32, float64, float16, bfloat16 and int64", function()
+    tide.manual_seed(3)
+    local a, b = tide.randn(33, 17), tide.randn(17, 9)
+    for _, dt in ipairs { "float32", "float64", "float16", "bfloat16", "int64" } do
+      local A, B = a:mul(4):round():to(dt), b:mul(4):round():to(dt)
+      both(tide.matmul, "mm " .. dt, A, B)
+      both(tide.matmul, "mm transposed " .. dt, B:t(), A:t())
+      both(tide.matmul, "matmul broadcast batch " .. dt, A:reshape(1, 33, 17):expand(3, 33, 17), B)
+      both(tide.matmul, "matrix-vector " .. dt, A, B:select(2, 1))
+    end
+    both(tide.dot, "dot", tide.randn(100), tide.randn(100))
+    both(tide.outer, "outer", tide.randn(7), tide.randn(5))
+    both(tide.matmul, "k = 0", tide.zeros(3, 0), tide.zeros(0, 4))
+  end)
+
+  on_gpu("matmul with TF32 allowed stays within TF32's precision", function()
+    tide.manual_seed(5)
+    local a, b = tide.randn(256, 256), tide.randn(256, 256)
+    local c = tide.matmul(a, b)
+    tide.cuda.set_allow_tf32(true)
+    local g = tide.matmul(a:to(DEV), b:to(DEV)):to("cpu")
+    tide.cuda.set_allow_tf32(false)
+    assert.is_true((g - c):abs():amax():item() < 0.05 * 16)
+  end)
+
+  on_gpu("creation and shaping ops", function()
+    local dev = { device = DEV }
+    same(tide.zeros(3, 4), tide.zeros(3, 4, dev), "zeros")
+    same(tide.full({ 2, 3 }, 7, "int32"), tide.full({ 2, 3 }, 7, { dtype = "int32", device = DEV }), "full")
+    same(tide.arange(0, 10, 0.5), tide.arange(0, 10, 0.5, dev), "arange")
+    same(tide.linspace(-1, 1, 11), tide.linspace(-1, 1, 11, dev), "linspace")
+    same(tide.eye(3, 5), tide.eye(3, 5, dev), "eye")
+    local x = layouts("float32")
+    both(function(a, b) return tide.cat({ a, b }, 1) end, "cat", x.contiguous, x.strided)
+    both(function(a, b) return tide.stack({ a, b }, 2) end, "stack", x.contiguous, x.transposed:t())
+    both(function(a) return a:flip(1) end, "flip", x.transposed)
+    both(function(a) return a:tril() end, "tril", x.contiguous)
+    both(function(a) return a:triu(1) end, "triu", x.strided)
+  end)
+
+  on_gpu("random ops draw the CPU's numbers for a seed", function()
+    for _, case in ipairs {
+      { "rand", function(o) return tide.rand(1000, o) end },
+      { "randn", function(o) return tide.randn(1001, o) end },
+      { "randn float64", function(o) return tide.randn(37, { dtype = "float64", device = o and o.device }) end },
+      { "randint", function(o) return tide.randint(-5, 1000, { 999 }, o) end },
+      { "randperm", function(o) return tide.randperm(500, o) end },
+    } do
+      tide.manual_seed(42)
+      local c = case[2]()
+      tide.manual_seed(42)
+      local g = case[2]({ device = DEV })
+      same(c, g, case[1])
+    end
+    tide.manual_seed(9)
+    local p = tide.rand(300)
+    tide.manual_seed(10)
+    local c = tide.bernoulli(p)
+    tide.manual_seed(10)
+    same(c, tide.bernoulli(p:to(DEV)), "bernoulli")
+  end)
+end)
