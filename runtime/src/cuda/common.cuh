@@ -19,6 +19,8 @@
 
 #include <stdint.h>
 
+#include <type_traits>
+
 namespace tide_cuda {
 
 /* -- errors (backend.cu) ---------------------------------------------------------------- */
@@ -39,32 +41,65 @@ int no_dtype(const tide_devcall * c, int32_t dtype);
 /* Bytes per element, as libtide's tide_esize. */
 __host__ __device__ inline int32_t esize(int32_t d) { return (int32_t)((0x22118484u >> (4 * d)) & 0xf); }
 
-/* Loads element `off` (in elements) of memory of dtype `dt` as T, converting
- * as a C cast would (bool: 0 or 1; float to int truncates). */
+/* Float to integer saturates and sends NaN to 0, as libtide's tide_store_double:
+ * a plain cast is undefined there, and the device's own saturation differs for uint8. */
+template <typename S> __host__ __device__ inline int32_t sat32(S x) {
+    if (!(x == x)) return 0;
+    if (x >= (S)2147483648.0) return INT32_MAX;
+    if (x <= (S)-2147483648.0) return INT32_MIN;
+    return (int32_t)x;
+}
+template <typename S> __host__ __device__ inline int64_t sat64(S x) {
+    if (!(x == x)) return 0;
+    if (x >= (S)9223372036854775808.0) return INT64_MAX;
+    if (x <= (S)-9223372036854775808.0) return INT64_MIN;
+    return (int64_t)x;
+}
+
+/* x as T, converted exactly as tide_convert converts between the dtypes of S and T:
+ * bool is x != 0; floats to integers saturate (uint8 from the saturated int32,
+ * wrapping); integers to narrower integers wrap. */
+template <typename T, typename S> __host__ __device__ inline T cvt(S x) {
+    if constexpr (std::is_same_v<T, bool>) return x != (S)0;
+    else if constexpr (std::is_floating_point_v<T> || !std::is_floating_point_v<S>) return (T)x;
+    else if constexpr (sizeof(T) == 8) return sat64(x);
+    else return (T)sat32(x);
+}
+
+/* Loads element `off` (in elements) of memory of dtype `dt` as T, converted as
+ * tide_convert would (cvt). */
 template <typename T> __device__ inline T load_as(const void * base, int32_t dt, int64_t off) {
     switch (dt) {
-    case TIDE_DTYPE_F32:  return (T)((const float *)base)[off];
-    case TIDE_DTYPE_F64:  return (T)((const double *)base)[off];
-    case TIDE_DTYPE_I32:  return (T)((const int32_t *)base)[off];
-    case TIDE_DTYPE_I64:  return (T)((const int64_t *)base)[off];
-    case TIDE_DTYPE_U8:   return (T)((const uint8_t *)base)[off];
-    case TIDE_DTYPE_BOOL: return (T)(((const uint8_t *)base)[off] != 0);
-    case TIDE_DTYPE_F16:  return (T)__half2float(((const __half *)base)[off]);
-    default:              return (T)__bfloat162float(((const __nv_bfloat16 *)base)[off]);
+    case TIDE_DTYPE_F32:  return cvt<T>(((const float *)base)[off]);
+    case TIDE_DTYPE_F64:  return cvt<T>(((const double *)base)[off]);
+    case TIDE_DTYPE_I32:  return cvt<T>(((const int32_t *)base)[off]);
+    case TIDE_DTYPE_I64:  return cvt<T>(((const int64_t *)base)[off]);
+    case TIDE_DTYPE_U8:   return cvt<T>(((const uint8_t *)base)[off]);
+    case TIDE_DTYPE_BOOL: return cvt<T>(((const uint8_t *)base)[off] != 0);
+    case TIDE_DTYPE_F16:  return cvt<T>(__half2float(((const __half *)base)[off]));
+    default:              return cvt<T>(__bfloat162float(((const __nv_bfloat16 *)base)[off]));
     }
 }
 
-/* Stores v (a compute value) into element `off` of memory of dtype `dt`. */
-template <typename T> __device__ inline void store_as(void * base, int32_t dt, int64_t off, T v) {
+/* The float a compute value rounds to float16/bfloat16 from: integers go through
+ * double, as tide_store_double takes them (int64 rounds twice). */
+template <typename T> __host__ __device__ inline float half_src(T v) {
+    if constexpr (std::is_same_v<T, float>) return v;
+    else if constexpr (std::is_same_v<T, bool>) return v ? 1.0f : 0.0f;
+    else return (float)(double)v;
+}
+
+/* Stores compute value v into element `off` of memory of dtype `dt`, converted as tide_convert would. */
+template <typename T> __host__ __device__ inline void store_as(void * base, int32_t dt, int64_t off, T v) {
     switch (dt) {
-    case TIDE_DTYPE_F32:  ((float *)base)[off] = (float)v; break;
-    case TIDE_DTYPE_F64:  ((double *)base)[off] = (double)v; break;
-    case TIDE_DTYPE_I32:  ((int32_t *)base)[off] = (int32_t)v; break;
-    case TIDE_DTYPE_I64:  ((int64_t *)base)[off] = (int64_t)v; break;
-    case TIDE_DTYPE_U8:   ((uint8_t *)base)[off] = (uint8_t)v; break;
-    case TIDE_DTYPE_BOOL: ((uint8_t *)base)[off] = v != (T)0; break;
-    case TIDE_DTYPE_F16:  ((__half *)base)[off] = __float2half_rn((float)v); break;
-    default:              ((__nv_bfloat16 *)base)[off] = __float2bfloat16_rn((float)v); break;
+    case TIDE_DTYPE_F32:  ((float *)base)[off] = cvt<float>(v); break;
+    case TIDE_DTYPE_F64:  ((double *)base)[off] = cvt<double>(v); break;
+    case TIDE_DTYPE_I32:  ((int32_t *)base)[off] = cvt<int32_t>(v); break;
+    case TIDE_DTYPE_I64:  ((int64_t *)base)[off] = cvt<int64_t>(v); break;
+    case TIDE_DTYPE_U8:   ((uint8_t *)base)[off] = cvt<uint8_t>(v); break;
+    case TIDE_DTYPE_BOOL: ((uint8_t *)base)[off] = cvt<bool>(v); break;
+    case TIDE_DTYPE_F16:  ((__half *)base)[off] = __float2half_rn(half_src(v)); break;
+    default:              ((__nv_bfloat16 *)base)[off] = __float2bfloat16_rn(half_src(v)); break;
     }
 }
 
@@ -159,9 +194,9 @@ __device__ inline void offsets(const Shape & shape, const Operand * ops, I i, in
 
 /* Operand k's value at offset `off` as T (its host number when it has no data). */
 template <typename T> __device__ inline T read(const Operand & o, int64_t off) {
-    if (!o.data) return (T)(o.dtype == TIDE_DTYPE_F32 || o.dtype == TIDE_DTYPE_F64 || o.dtype >= TIDE_DTYPE_F16
-                                ? (T)o.value
-                                : (T)o.ivalue);
+    if (!o.data)
+        return o.dtype == TIDE_DTYPE_F32 || o.dtype == TIDE_DTYPE_F64 || o.dtype >= TIDE_DTYPE_F16 ? cvt<T>(o.value)
+                                                                                                  : cvt<T>(o.ivalue);
     return load_as<T>(o.data, o.dtype, off);
 }
 

@@ -43,67 +43,6 @@ bool is_float_dtype(int32_t d) {
 /* float16 and bfloat16 storage computes in float32 (tide_dtype_compute) */
 int32_t compute_of(int32_t d) { return d == TIDE_DTYPE_F16 || d == TIDE_DTYPE_BF16 ? TIDE_DTYPE_F32 : d; }
 
-/* Float to integer saturates and sends NaN to 0, as libtide's tide_store_double:
- * a plain cast is undefined there, and the device's own saturation differs for uint8. */
-template <typename S> __host__ __device__ inline int32_t sat32(S x) {
-    if (!(x == x)) return 0;
-    if (x >= (S)2147483648.0) return INT32_MAX;
-    if (x <= (S)-2147483648.0) return INT32_MIN;
-    return (int32_t)x;
-}
-template <typename S> __host__ __device__ inline int64_t sat64(S x) {
-    if (!(x == x)) return 0;
-    if (x >= (S)9223372036854775808.0) return INT64_MAX;
-    if (x <= (S)-9223372036854775808.0) return INT64_MIN;
-    return (int64_t)x;
-}
-
-/* x as T, converted exactly as tide_convert converts between the dtypes of S and T:
- * bool is x != 0; floats to integers saturate (uint8 from the saturated int32,
- * wrapping); integers to narrower integers wrap. */
-template <typename T, typename S> __host__ __device__ inline T cvt(S x) {
-    if constexpr (is_bool<T>) return x != (S)0;
-    else if constexpr (is_float<T> || !is_float<S>) return (T)x;
-    else if constexpr (sizeof(T) == 8) return sat64(x);
-    else return (T)sat32(x);
-}
-
-/* Element `off` of memory of dtype dt, as T. */
-template <typename T> __device__ inline T load_cvt(const void * p, int32_t dt, int64_t off) {
-    switch (dt) {
-    case TIDE_DTYPE_F32:  return cvt<T>(((const float *)p)[off]);
-    case TIDE_DTYPE_F64:  return cvt<T>(((const double *)p)[off]);
-    case TIDE_DTYPE_I32:  return cvt<T>(((const int32_t *)p)[off]);
-    case TIDE_DTYPE_I64:  return cvt<T>(((const int64_t *)p)[off]);
-    case TIDE_DTYPE_U8:   return cvt<T>(((const uint8_t *)p)[off]);
-    case TIDE_DTYPE_BOOL: return cvt<T>(((const uint8_t *)p)[off] != 0);
-    case TIDE_DTYPE_F16:  return cvt<T>(__half2float(((const __half *)p)[off]));
-    default:              return cvt<T>(__bfloat162float(((const __nv_bfloat16 *)p)[off]));
-    }
-}
-
-/* The float a compute value rounds to float16/bfloat16 from: integers go through
- * double, as tide_store_double takes them (int64 rounds twice). */
-template <typename T> __host__ __device__ inline float half_src(T v) {
-    if constexpr (std::is_same_v<T, float>) return v;
-    else if constexpr (is_bool<T>) return v ? 1.0f : 0.0f;
-    else return (float)(double)v;
-}
-
-/* Stores compute value v into element `off` of memory of dtype dt. */
-template <typename T> __host__ __device__ inline void store_cvt(void * p, int32_t dt, int64_t off, T v) {
-    switch (dt) {
-    case TIDE_DTYPE_F32:  ((float *)p)[off] = cvt<float>(v); break;
-    case TIDE_DTYPE_F64:  ((double *)p)[off] = cvt<double>(v); break;
-    case TIDE_DTYPE_I32:  ((int32_t *)p)[off] = cvt<int32_t>(v); break;
-    case TIDE_DTYPE_I64:  ((int64_t *)p)[off] = cvt<int64_t>(v); break;
-    case TIDE_DTYPE_U8:   ((uint8_t *)p)[off] = cvt<uint8_t>(v); break;
-    case TIDE_DTYPE_BOOL: ((uint8_t *)p)[off] = cvt<bool>(v); break;
-    case TIDE_DTYPE_F16:  ((__half *)p)[off] = __float2half_rn(half_src(v)); break;
-    default:              ((__nv_bfloat16 *)p)[off] = __float2bfloat16_rn(half_src(v)); break;
-    }
-}
-
 /* A host number as T: its dtype's value converted like any element of that dtype. */
 template <typename T> T host_value(const tide_devtensor & t) {
     return is_float_dtype(t.dtype) ? cvt<T>(t.value) : cvt<T>(t.ivalue);
@@ -128,7 +67,7 @@ template <typename T> __device__ inline T get(const Operand & o, int64_t off) {
         if constexpr (is_float<T>) return (T)o.value;
         else return (T)o.ivalue;
     }
-    return load_cvt<T>(o.data, o.dtype, off);
+    return load_as<T>(o.data, o.dtype, off);
 }
 
 /* A host number of value v, for the constants some ops add as operands (the
@@ -558,7 +497,7 @@ template <typename T, typename O, int N, typename F>
 __global__ void __launch_bounds__(THREADS) dense_kernel(Dense<T, O, N> a, int64_t n, F f) {
     constexpr int V = lanes<T>;
     T             k[N];
-    for (int j = 0; j < N; j++) k[j] = a.one[j] ? load_cvt<T>(a.one[j], a.dt[j], 0) : a.k[j];
+    for (int j = 0; j < N; j++) k[j] = a.one[j] ? load_as<T>(a.one[j], a.dt[j], 0) : a.k[j];
     int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, step = (int64_t)gridDim.x * blockDim.x;
     int64_t packs = n / V;
     for (int64_t p = first; p < packs; p += step) {
@@ -577,8 +516,8 @@ __global__ void __launch_bounds__(THREADS) dense_kernel(Dense<T, O, N> a, int64_
     }
     for (int64_t i = packs * V + first; i < n; i += step) {   /* the last n % V */
         T arg[N];
-        for (int j = 0; j < N; j++) arg[j] = a.in[j] ? load_cvt<T>(a.in[j], a.dt[j], i) : k[j];
-        store_cvt<O>(a.out, a.out_dt, i, call<N>(f, arg));
+        for (int j = 0; j < N; j++) arg[j] = a.in[j] ? load_as<T>(a.in[j], a.dt[j], i) : k[j];
+        store_as<O>(a.out, a.out_dt, i, call<N>(f, arg));
     }
 }
 
@@ -591,7 +530,7 @@ __global__ void __launch_bounds__(THREADS) strided_kernel(Shape s, Operands<N + 
         offsets_of<N + 1, I>(s, ops.o, i, off);
         T arg[N];
         for (int j = 0; j < N; j++) arg[j] = get<T>(ops.o[j + 1], off[j + 1]);
-        store_cvt<O>((void *)ops.o[0].data, ops.o[0].dtype, off[0], call<N>(f, arg));
+        store_as<O>((void *)ops.o[0].data, ops.o[0].dtype, off[0], call<N>(f, arg));
     }
 }
 
@@ -801,7 +740,7 @@ template <typename T, typename I> __global__ void __launch_bounds__(THREADS) con
     for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
         int64_t off[2];
         offsets_of<2, I>(s, ops.o, i, off);
-        store_cvt<T>((void *)ops.o[0].data, ops.o[0].dtype, off[0], get<T>(ops.o[1], off[1]));
+        store_as<T>((void *)ops.o[0].data, ops.o[0].dtype, off[0], get<T>(ops.o[1], off[1]));
     }
 }
 
@@ -864,7 +803,7 @@ int copy_into(const tide_devcall * c, const tide_devtensor & dst, const tide_dev
             using T = decltype(t);
             T v     = host_value<T>(src);
             hold<T>(ops.o[1], v);
-            store_cvt<T>(&bits, dst.dtype, 0, v);
+            store_as<T>(&bits, dst.dtype, 0, v);
             return TIDE_DEVAPI_OK;
         });
         if (rc) return rc;
@@ -1100,12 +1039,12 @@ int k_full(const tide_devcall * c) {
 /* v converted to compute dtype ct, then stored into dtype dt. */
 __device__ inline void store_through(void * p, int32_t dt, int64_t off, int32_t ct, double v) {
     switch (ct) {
-    case TIDE_DTYPE_F32: store_cvt<float>(p, dt, off, cvt<float>(v)); break;
-    case TIDE_DTYPE_F64: store_cvt<double>(p, dt, off, v); break;
-    case TIDE_DTYPE_I32: store_cvt<int32_t>(p, dt, off, cvt<int32_t>(v)); break;
-    case TIDE_DTYPE_I64: store_cvt<int64_t>(p, dt, off, cvt<int64_t>(v)); break;
-    case TIDE_DTYPE_U8:  store_cvt<uint8_t>(p, dt, off, cvt<uint8_t>(v)); break;
-    default:             store_cvt<bool>(p, dt, off, cvt<bool>(v)); break;
+    case TIDE_DTYPE_F32: store_as<float>(p, dt, off, cvt<float>(v)); break;
+    case TIDE_DTYPE_F64: store_as<double>(p, dt, off, v); break;
+    case TIDE_DTYPE_I32: store_as<int32_t>(p, dt, off, cvt<int32_t>(v)); break;
+    case TIDE_DTYPE_I64: store_as<int64_t>(p, dt, off, cvt<int64_t>(v)); break;
+    case TIDE_DTYPE_U8:  store_as<uint8_t>(p, dt, off, cvt<uint8_t>(v)); break;
+    default:             store_as<bool>(p, dt, off, cvt<bool>(v)); break;
     }
 }
 
@@ -1147,7 +1086,7 @@ __global__ void __launch_bounds__(THREADS) eye_kernel(void * out, int32_t dt, I 
     I step = (I)gridDim.x * blockDim.x;
     for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
         I r = i / m, col = i % m;
-        store_cvt<bool>(out, dt, (int64_t)r * s0 + (int64_t)col * s1, r == col);
+        store_as<bool>(out, dt, (int64_t)r * s0 + (int64_t)col * s1, r == col);
     }
 }
 
