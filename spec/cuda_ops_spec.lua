@@ -2,79 +2,12 @@
 -- kernel of libtide_cuda on contiguous, transposed, broadcast, empty and 0-d
 -- inputs, in the dtypes it accepts, and random ops drawing the same numbers
 -- on either device for a seed. Tagged #cuda: where no CUDA device is usable,
--- each case prints why it was skipped and checks nothing else.
+-- each case prints why it was skipped and checks nothing else
+-- (spec/helpers/cuda_compare.lua).
 local tide = require "tide"
 
-local available, why_not = tide.cuda.is_available()
--- TIDE_SPEC_DRY_RUN=1 runs the comparisons against the cpu:1 queue instead:
--- a check of this spec itself on a machine without a GPU.
-local DEV = "cuda:0"
-if os.getenv("TIDE_SPEC_DRY_RUN") == "1" then available, DEV = true, "cpu:1" end
-
--- Runs body() on the device, or prints why not.
-local function on_gpu(name, body)
-  it(name .. " #cuda", function()
-    if not available then
-      print(("\nskipped '%s': %s"):format(name, why_not))
-      return
-    end
-    body()
-  end)
-end
-
-local EXACT = { int32 = true, int64 = true, uint8 = true, bool = true }
--- float tolerance per dtype: the device sums in another order and its libm
--- may differ from glibc's in the last place
-local TOL = { float32 = 2e-5, float64 = 1e-12, float16 = 2e-3, bfloat16 = 2e-2 }
-
-local function flat(t)
-  local r = {}
-  local v = t:cpu():double():reshape(-1):totable()
-  for i = 1, #v do r[i] = v[i] end
-  return r
-end
-
--- Asserts that g (on the device) equals c (on the host) in shape, dtype and values.
-local function same(c, g, what)
-  assert.are.equal(DEV, g:device(), what)
-  assert.are.same(c:size(), g:size(), what)
-  assert.are.equal(c:dtype(), g:dtype(), what)
-  local a, b = flat(c), flat(g)
-  local tol = TOL[c:dtype()] or 0
-  for i = 1, #a do
-    local x, y = a[i], b[i]
-    local ok
-    if x ~= x then ok = y ~= y
-    elseif EXACT[c:dtype()] or x == math.huge or x == -math.huge then ok = x == y
-    else ok = math.abs(x - y) <= tol * math.max(1, math.abs(x)) end
-    if not ok then
-      error(("%s: element %d is %.17g on the CPU but %.17g on %s"):format(what, i, x, y, DEV), 2)
-    end
-  end
-end
-
--- Inputs in every layout: name -> builder(dtype) of a host tensor.
-local function layouts(dtype)
-  tide.manual_seed(11)
-  local base = tide.randn(4, 5):mul(3)
-  if EXACT[dtype] then base = base:round() end
-  if dtype == "uint8" or dtype == "bool" then base = base:abs() end
-  return {
-    contiguous = base:to(dtype),
-    transposed = base:t():to(dtype),
-    strided = tide.randn(8, 5):mul(3):to(dtype):narrow(1, 2, 4),
-    empty = tide.zeros(0, 5):to(dtype),
-    scalar = tide.tensor(2.5):to(dtype),
-  }
-end
-
--- f(inputs...) on both devices for inputs given on the host.
-local function both(f, what, ...)
-  local host, dev = { ... }, {}
-  for i, x in ipairs(host) do dev[i] = type(x) == "table" and x or (tide.is_tensor(x) and x:to(DEV) or x) end
-  local c, g = f(unpack(host)), f(unpack(dev))
-  same(c, g, what)
-end
+local C = require "spec.helpers.cuda_compare"
+local on_gpu, same, layouts, both, EXACT, DEV = C.on_gpu, C.same, C.layouts, C.both, C.EXACT, C.DEV
 
 describe("CUDA kernels against the CPU's", function()
   on_gpu("unary ops in every layout and float dtype", function()

@@ -6,11 +6,18 @@ local tide = require "tide"
 describe("tide.cuda", function()
   it("says whether CUDA is usable, and why not", function()
     local ok, why = tide.cuda.is_available()
+    local listed = {}
+    for _, d in ipairs(tide.devices()) do
+      if d:match("^cuda:") then listed[#listed + 1] = d end
+    end
     if ok then
       print("\nCUDA devices here: " .. tide.cuda.status())
       assert.is_true(tide.cuda.device_count() >= 1)
       assert.matches("^%d+ devices?: cuda:0 ", tide.cuda.status())
+      assert.are.equal(tide.cuda.device_count(), #listed)
+      assert.are.equal("cuda:0", listed[1])
     else
+      assert.are.same({}, listed)
       assert.are.equal(0, tide.cuda.device_count())
       assert.matches("^CUDA is not available: ", why)
       assert.is_true(why:find("no CUDA backend", 1, true) ~= nil or why:find("no usable device", 1, true) ~= nil

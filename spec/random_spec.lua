@@ -361,18 +361,18 @@ describe("random", function()
   end)
 
   describe("errors", function()
-    it("randint needs low < high, integers, and a range the dtype holds", function()
-      assert.has_error(now(function() tide.randint(5, 5, { 3 }) end),
+    it("randint needs low < high, integers, and a range the dtype holds, checked at the call", function()
+      assert.has_error(function() tide.randint(5, 5, { 3 }) end,
         "randint: low must be less than high, got low = 5 and high = 5")
-      assert.has_error(now(function() tide.randint(5, 2, { 3 }) end),
+      assert.has_error(function() tide.randint(5, 2, { 3 }) end,
         "randint: low must be less than high, got low = 5 and high = 2")
-      assert.has_error(now(function() tide.randint(0.5, 2, { 3 }) end),
+      assert.has_error(function() tide.randint(0.5, 2, { 3 }) end,
         "randint: low and high must be integers, got 0.5 and 2")
-      assert.has_error(now(function() tide.randint(0, 300, { 3 }, { dtype = "uint8" }) end),
+      assert.has_error(function() tide.randint(0, 300, { 3 }, { dtype = "uint8" }) end,
         "randint: [0, 300) is outside what dtype uint8 holds exactly, [0, 256]")
-      assert.has_error(now(function() tide.randint(-1, 3, { 3 }, { dtype = "uint8" }) end),
+      assert.has_error(function() tide.randint(-1, 3, { 3 }, { dtype = "uint8" }) end,
         "randint: [-1, 3) is outside what dtype uint8 holds exactly, [0, 256]")
-      assert.has_error(now(function() tide.randint(0, 2 ^ 25, { 3 }, { dtype = "float32" }) end),
+      assert.has_error(function() tide.randint(0, 2 ^ 25, { 3 }, { dtype = "float32" }) end,
         "randint: [0, 33554432) is outside what dtype float32 holds exactly, [-16777216, 16777216]")
     end)
 
@@ -397,7 +397,7 @@ describe("random", function()
     end)
 
     it("randperm needs n that the dtype holds", function()
-      assert.has_error(now(function() tide.randperm(300, "uint8") end),
+      assert.has_error(function() tide.randperm(300, "uint8") end,
         "randperm: n = 300 is too large for dtype uint8 (at most 255)")
       local seen = {}
       for _, x in ipairs(values(tide.randperm(255, "uint8"))) do seen[x] = true end

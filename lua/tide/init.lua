@@ -297,10 +297,10 @@ function methods.bernoulli_(t, p)
   return T.run(T.op_ids.bernoulli, 1, nil, t)
 end
 function methods.uniform_(t, a, b)
-  return t:copy_(tide.rand(t:shape(), { dtype = t:dtype() }) * ((b or 1) - (a or 0)) + (a or 0))
+  return t:copy_(tide.rand(t:shape(), { dtype = t:dtype(), device = t:device() }) * ((b or 1) - (a or 0)) + (a or 0))
 end
 function methods.normal_(t, mean, std)
-  return t:copy_(tide.randn(t:shape(), { dtype = t:dtype() }) * (std or 1) + (mean or 0))
+  return t:copy_(tide.randn(t:shape(), { dtype = t:dtype(), device = t:device() }) * (std or 1) + (mean or 0))
 end
 
 --- manual_seed(seed): the generator restarts from seed; the same seed gives the same numbers.
@@ -417,6 +417,7 @@ end
 function tide.devices()
   local r = { "cpu" }
   for i = 0, C.tide_device_cpu_count() - 1 do r[#r + 1] = "cpu:" .. i end
+  for i = 0, tonumber(C.tide_cuda_device_count()) - 1 do r[#r + 1] = "cuda:" .. i end
   return r
 end
 

@@ -10,6 +10,7 @@
 #include "core/internal.h"
 #include "engine/device.h"
 
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -209,9 +210,23 @@ static int fake_kernel_run(const tide_devcall * d) {
     for (int32_t i = 0; i < d->n_in; i++) ok &= (c.in[i] = fake_host_view(&d->in[i], &nums[i])) != NULL;
     for (int32_t i = 0; i < d->n_out; i++) ok &= (c.out[i] = fake_host_view(&d->out[i], NULL)) != NULL;
     tide_status st = ok ? tide_op_def_get(c.op)->cpu(&c) : tide_last_status();
-    if (st != TIDE_OK) snprintf(fake.error, sizeof fake.error, "%s", tide_last_error());
     for (int32_t i = 0; i < d->n_in; i++) tide_tensor_release(c.in[i]);
     for (int32_t i = 0; i < d->n_out; i++) tide_tensor_release(c.out[i]);
+    tide_devreport got = {0};
+    if (st == TIDE_E_INDEX &&
+        sscanf(strstr(tide_last_error(), "index ") ? strstr(tide_last_error(), "index ") : "",
+               "index %" SCNd64 " is out of range for dimension %d of size %" SCNd64, &got.value, &got.dim,
+               &got.bound) == 3) {
+        /* as a device kernel does: the bad index goes back through the call's
+         * report, copied in stream order, and the launch itself succeeds */
+        tide_devreport * r = d->report(d->scratch_ctx);
+        if (!r) return TIDE_DEVAPI_OOM;
+        got.code = TIDE_DEVREPORT_INDEX;
+        got.dim--;
+        fake_copy_async(d->dev, r, &got, sizeof got, TIDE_COPY_D2H, d->stream);
+        st = TIDE_OK;
+    }
+    if (st != TIDE_OK) snprintf(fake.error, sizeof fake.error, "%s", tide_last_error());
     pthread_mutex_lock(&fake.lock);
     ((fake_stream *)d->stream)->queued++;
     fake.n_kernels++;

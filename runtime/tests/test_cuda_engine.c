@@ -182,8 +182,13 @@ static void test_kernels(void) {
     CHECK(tide_op_call(tide_op_find("neg"), &col, 1, NULL, out, col) == TIDE_OK);
     tide_tensor_release(out[0]);
     CHECK(at(d, 1) == -1.5 && at(d, 4) == -4.5 && at(d, 0) == 0.5 && at(d, 5) == 5.5);
-    CHECK(fake.n_kernels - k0 == 6);
-    tide_tensor * all[] = {x, d, dt, one, two, s, m, h, sum, res[0], res[1], rh, rd, col};
+    /* masked_select's shape rule counts a device mask through a host copy */
+    tide_tensor * mask = op1("gt", (tide_tensor *[]){d, two}, 2, NULL);
+    tide_tensor * sel  = op1("masked_select", (tide_tensor *[]){d, mask}, 2, NULL);
+    CHECK(sel && sel->dev.type == TIDE_DEVICE_CUDA && sel->ndim == 1 && sel->sizes[0] == 3);
+    CHECK(sel && at(sel, 0) == 2.5 && at(sel, 1) == 3.5 && at(sel, 2) == 5.5);
+    CHECK(fake.n_kernels - k0 == 8);
+    tide_tensor * all[] = {x, d, dt, one, two, s, m, h, sum, res[0], res[1], rh, rd, col, mask, sel};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tide_tensor_release(all[i]);
     CHECK(tide_sync() == TIDE_OK);
     CHECK(device_in_use() == 0);
@@ -207,7 +212,37 @@ static void test_kernel_errors(void) {
     tide_tensor_release(bad);
     tide_tensor_release(di);
     tide_tensor_release(d);
-    CHECK(tide_sync() == TIDE_E_DEVICE);   /* the failure not reported by a sync yet */
+    CHECK(tide_sync() == TIDE_E_INDEX);   /* the failure not reported by a sync yet */
+    /* many bad indices in flight at once: each op's own report */
+    tide_tensor * many[40];
+    d  = tide_tensor_to(x, -1, CUDA0, 0);
+    for (int i = 0; i < 40; i++) {
+        tide_tensor * k = tide_tensor_full(1, (int64_t[]){1}, i % 2 ? 1 : 2 + i, TIDE_DTYPE_I64);
+        tide_tensor * dk = tide_tensor_to(k, -1, CUDA0, 0);
+        many[i] = op1("index_select", (tide_tensor *[]){d, dk}, 2, &p);
+        tide_tensor_release(k);
+        tide_tensor_release(dk);
+    }
+    for (int i = 0; i < 40; i++) {
+        char want[96];
+        snprintf(want, sizeof want, "index %d is out of range for dimension 1 of size 2 (on cuda:0)", 2 + i);
+        CHECK(many[i] && (tide_tensor_get(many[i], 0, &v) == TIDE_OK) == (i % 2 == 1));
+        CHECK(i % 2 == 1 ? v == 3.5 : strstr(tide_last_error(), want) != NULL);
+        tide_tensor_release(many[i]);
+    }
+    tide_tensor_release(d);
+    CHECK(tide_sync() == TIDE_E_INDEX);
+    /* a one-based index as the user wrote it */
+    p.flags = TIDE_PARAMF_ONE_BASED;
+    d = tide_tensor_to(x, -1, CUDA0, 0);
+    tide_tensor * zero = tide_tensor_full(1, (int64_t[]){1}, 0, TIDE_DTYPE_I64), * dz = tide_tensor_to(zero, -1, CUDA0, 0);
+    bad = op1("index_select", (tide_tensor *[]){d, dz}, 2, &p);
+    CHECK(bad && tide_tensor_get(bad, 0, &v) == TIDE_E_INDEX);
+    CHECK(strstr(tide_last_error(), "index_select: index 0 is out of range for dimension 1 of size 2 (on cuda:0)"));
+    p.flags = 0;
+    tide_tensor * objs[] = {bad, d, zero, dz};
+    for (size_t i = 0; i < 4; i++) tide_tensor_release(objs[i]);
+    CHECK(tide_sync() == TIDE_E_INDEX);
     CHECK(tide_sync() == TIDE_OK);
     fake.no_kernels = 1;
     tide_cuda_use_backend(&fake_api);   /* the kernels are looked up again */

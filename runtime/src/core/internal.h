@@ -131,6 +131,7 @@ typedef struct tide_opcall {
     uint64_t       rng_seed;        /* OPF_RANDOM ops: their slice of the Philox stream, */
     uint64_t       rng_offset;      /* reserved at enqueue so results never depend on timing */
     uint32_t       dev_flags;       /* ops on a device: its settings at enqueue (TIDE_DEVCALL_* of device.h) */
+    struct tide_devreport * dev_report;   /* ops on a device: what its work found wrong, read when done (devcall.c) */
     tide_tensor *  in[TIDE_OP_MAX_IN];
     tide_tensor *  out[TIDE_OP_MAX_OUT];
     tide_op_params p;

@@ -187,7 +187,8 @@ int pinned_alloc(size_t nbytes, void ** out) {
 int pinned_free(void * p) { return fail(cudaFreeHost(p), "cudaFreeHost"); }
 
 /* Every kernel file's list (common.cuh). */
-const kernel_entry * const kernel_lists[] = {ew_kernels, reduce_kernels, blas_kernels, random_kernels};
+const kernel_entry * const kernel_lists[] = {ew_kernels,     reduce_kernels, blas_kernels,
+                                               random_kernels, index_kernels,  pool_kernels};
 
 tide_devkernel_fn kernel(const char * op) {
     for (const kernel_entry * list : kernel_lists)

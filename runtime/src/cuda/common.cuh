@@ -224,6 +224,8 @@ extern const kernel_entry ew_kernels[];
 extern const kernel_entry reduce_kernels[];
 extern const kernel_entry blas_kernels[];
 extern const kernel_entry random_kernels[];
+extern const kernel_entry index_kernels[];
+extern const kernel_entry pool_kernels[];
 
 }   // namespace tide_cuda
 

@@ -81,6 +81,7 @@ void tide_cuda_use_backend(const tide_devapi * t) {
         if (st) api->stream_destroy(i, st);
     }
     for (int32_t i = 0; i < TIDE_OP_COUNT_; i++) atomic_store(&kernels[i], 0);
+    tide_cuda_free_reports();
     api       = NULL;
     n_devices = 0;
     if (t) take(t);

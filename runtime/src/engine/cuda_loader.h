@@ -28,7 +28,16 @@ TIDE_INTERNAL uint32_t            tide_cuda_call_flags(void);
 /* Launches the op call c, whose results are on a CUDA device, on that
  * device's stream with the backend's kernel: the engine task of a device op
  * (engine/devcall.c). Returns once it is launched, not done. */
-TIDE_INTERNAL tide_status         tide_cuda_launch(const tide_opcall * c);
+TIDE_INTERNAL tide_status         tide_cuda_launch(tide_opcall * c);
+/* The completion step of an op launched by tide_cuda_launch, once the device
+ * has done it: raises what its work reported (an index out of range). */
+TIDE_INTERNAL tide_status         tide_cuda_complete(tide_opcall * c);
+/* Gives back a report an op took and never completed (its launch failed, or
+ * the device did): the op's `drop`. */
+TIDE_INTERNAL void                tide_cuda_drop_report(tide_opcall * c);
+/* Frees the pinned memory of reports through the backend that made it: when
+ * the backend is replaced (no op may be in flight). */
+TIDE_INTERNAL void                tide_cuda_free_reports(void);
 /* Replaces the backend with `t` (NULL: none), dropping the allocators: for
  * tests, which drive the CUDA paths with a fake backend on the host. Not
  * thread-safe: call it while no other thread uses CUDA. */

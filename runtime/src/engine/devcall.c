@@ -4,11 +4,110 @@
  * device.h, lends the kernel scratch memory from the device's caching
  * allocator, and calls the backend's kernel, which launches the work on the
  * device's stream. The device queue's thread (engine.c) calls this and then
- * learns from a host callback when the device has done it.
+ * learns from a host callback when the device has done it; the op's
+ * completion step then raises what the work reported (device.h's
+ * tide_devreport: an index out of range is only known on the device).
  */
 #include "cuda_loader.h"
 
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
+
+/* -- reports ---------------------------------------------------------------------------- */
+
+/* Reports live in pinned slabs kept for the process: pinning memory costs far
+ * more than an op, and only ops that index take one. A free slot holds the
+ * free list's link. */
+typedef union report_slot {
+    tide_devreport      r;
+    union report_slot * next;
+} report_slot;
+
+enum { SLAB_SLOTS = 128 };
+
+static pthread_mutex_t      report_lock = PTHREAD_MUTEX_INITIALIZER;
+static report_slot *        free_slots;
+static void **              slabs;          /* for tide_cuda_free_reports */
+static int32_t              n_slabs, cap_slabs;
+static const tide_devapi *  slab_api;       /* the backend that pinned them */
+
+static tide_devreport * take_report(const char * op) {
+    pthread_mutex_lock(&report_lock);
+    if (!free_slots) {
+        const tide_devapi * api  = tide_cuda_api();
+        void *              slab = NULL;
+        if (n_slabs == cap_slabs) {
+            int32_t cap = cap_slabs ? 2 * cap_slabs : 8;
+            void ** s   = realloc(slabs, (size_t)cap * sizeof *s);
+            if (s) slabs = s, cap_slabs = cap;
+        }
+        if (n_slabs == cap_slabs || api->pinned_alloc(SLAB_SLOTS * sizeof(report_slot), &slab) != TIDE_DEVAPI_OK) {
+            pthread_mutex_unlock(&report_lock);
+            tide_error_set(TIDE_E_OOM, "%s: no pinned host memory for the device's report", op);
+            return NULL;
+        }
+        slab_api          = api;
+        slabs[n_slabs++]  = slab;
+        report_slot * sl  = slab;
+        for (int32_t i = 0; i < SLAB_SLOTS; i++) {
+            sl[i].next = free_slots;
+            free_slots = &sl[i];
+        }
+    }
+    report_slot * r = free_slots;
+    free_slots      = r->next;
+    pthread_mutex_unlock(&report_lock);
+    memset(&r->r, 0, sizeof r->r);
+    return &r->r;
+}
+
+static void give_report(tide_devreport * r) {
+    report_slot * sl = (report_slot *)r;
+    pthread_mutex_lock(&report_lock);
+    sl->next   = free_slots;
+    free_slots = sl;
+    pthread_mutex_unlock(&report_lock);
+}
+
+void tide_cuda_free_reports(void) {
+    pthread_mutex_lock(&report_lock);
+    for (int32_t i = 0; i < n_slabs; i++) slab_api->pinned_free(slabs[i]);
+    free(slabs);
+    slabs      = NULL;
+    n_slabs    = cap_slabs = 0;
+    free_slots = NULL;
+    slab_api   = NULL;
+    pthread_mutex_unlock(&report_lock);
+}
+
+void tide_cuda_drop_report(tide_opcall * c) {
+    if (c->dev_report) give_report(c->dev_report);
+    c->dev_report = NULL;
+}
+
+tide_status tide_cuda_complete(tide_opcall * c) {
+    tide_devreport * r = c->dev_report;
+    if (!r) return TIDE_OK;
+    tide_devreport got = *r;   /* the device wrote it before the callback that brought us here */
+    tide_cuda_drop_report(c);
+    const char * op  = tide_op_name(c->op);
+    int32_t      dev = c->out[0]->dev.index;
+    switch (got.code) {
+    case TIDE_DEVREPORT_NONE: return TIDE_OK;
+    case TIDE_DEVREPORT_INDEX:
+        return tide_error_set(TIDE_E_INDEX, "%s: index %lld is out of range for dimension %d of size %lld (on cuda:%d)",
+                              op, (long long)got.value, got.dim + 1, (long long)got.bound, dev);
+    case TIDE_DEVREPORT_COUNT:
+        return tide_error_set(TIDE_E_VALUE, "%s: the mask changed while the op was pending (%lld true elements, %lld expected) (on cuda:%d)",
+                              op, (long long)got.value, (long long)got.bound, dev);
+    default:
+        return tide_error_set(TIDE_E_INTERNAL, "%s: the device reported code %d, which this libtide does not know (on cuda:%d)",
+                              op, got.code, dev);
+    }
+}
+
+/* -- launches --------------------------------------------------------------------------- */
 
 /* The scratch blocks one call took; given back when the kernel returns, which
  * is safe because later work on the same stream runs after the kernel. */
@@ -17,6 +116,7 @@ typedef struct {
     tide_devalloc * alloc;
     void *          stream;
     const char *    op;
+    tide_opcall *   call;     /* its dev_report takes the call's report */
     tide_devblock * blocks[MAX_SCRATCH];
     int32_t         n;
     bool            failed;   /* a request failed: libtide's error message is the one to report */
@@ -37,6 +137,17 @@ static void * scratch(void * ctx, size_t nbytes) {
     }
     s->blocks[s->n++] = b;
     return tide_devblock_ptr(b);
+}
+
+static tide_devreport * report(void * ctx) {
+    scratch_ctx * s = ctx;
+    if (s->call->dev_report) {
+        s->failed = true;
+        tide_error_set(TIDE_E_INTERNAL, "%s: a device kernel asked for a second report", s->op);
+        return NULL;
+    }
+    if (!(s->call->dev_report = take_report(s->op))) s->failed = true;
+    return s->call->dev_report;
 }
 
 static void to_dev(const tide_tensor * t, tide_devtensor * d) {
@@ -62,7 +173,7 @@ static void to_dev(const tide_tensor * t, tide_devtensor * d) {
     else if (!tide_dtype_is_float(t->dtype_id)) d->ivalue = (int64_t)d->value;   /* exact: an int32, uint8 or bool */
 }
 
-tide_status tide_cuda_launch(const tide_opcall * c) {
+tide_status tide_cuda_launch(tide_opcall * c) {
     const char *        op  = tide_op_name(c->op);
     const tide_devapi * api = tide_cuda_api();
     tide_devkernel_fn   fn  = tide_cuda_kernel(c->op);
@@ -85,13 +196,19 @@ tide_status tide_cuda_launch(const tide_opcall * c) {
     d.flags         = c->dev_flags;
     for (int32_t i = 0; i < c->n_in; i++) to_dev(c->in[i], &d.in[i]);
     for (int32_t i = 0; i < c->n_out; i++) to_dev(c->out[i], &d.out[i]);
-    scratch_ctx sc = {.alloc = alloc, .stream = stream, .op = op};
+    scratch_ctx sc = {.alloc = alloc, .stream = stream, .op = op, .call = c};
     d.scratch      = scratch;
     d.scratch_ctx  = &sc;
+    d.report       = report;
+    c->dev_report  = NULL;
 
     int rc = fn(&d);
     for (int32_t i = 0; i < sc.n; i++) tide_devalloc_free(alloc, sc.blocks[i]);
     if (rc == TIDE_DEVAPI_OK) return TIDE_OK;
+    if (c->dev_report) {   /* work launched before the failure may still write it */
+        api->stream_sync(dev, stream);
+        tide_cuda_drop_report(c);
+    }
     if (sc.failed) return tide_last_status();
     /* a kernel's own message may name the op already, as CPU kernels' do */
     const char * text  = api->error_text();

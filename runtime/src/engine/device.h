@@ -20,7 +20,7 @@ extern "C" {
 
 /* Bumped whenever the table below changes; libtide refuses a backend built
  * against another version instead of calling through a wrong layout. */
-enum { TIDE_DEVAPI_VERSION = 2 };
+enum { TIDE_DEVAPI_VERSION = 3 };
 
 /* What a backend function returns. On anything but OK the backend keeps a
  * message for its calling thread, which `error_text` returns. */
@@ -43,6 +43,23 @@ typedef struct tide_devtensor {
     double  value;
     int64_t ivalue;
 } tide_devtensor;
+
+/* What an op's work found wrong on the device, which the launch could not
+ * know (an index's value): the work writes it in stream order (copy_async
+ * D2H from device memory it filled), and libtide reads it once the device has
+ * done the call and raises the op's error, poisoning its results. */
+typedef struct tide_devreport {
+    int32_t code;                    /* TIDE_DEVREPORT_*; NONE until the work writes one */
+    int32_t dim;                     /* INDEX: the dimension (0-based) */
+    int64_t value;                   /* INDEX: the index as the user gave it; COUNT: the count found */
+    int64_t bound;                   /* INDEX: the size of that dimension; COUNT: the count expected */
+} tide_devreport;
+
+enum {
+    TIDE_DEVREPORT_NONE  = 0,
+    TIDE_DEVREPORT_INDEX = 1,        /* "op: index <value> is out of range for dimension <dim+1> of size <bound>" */
+    TIDE_DEVREPORT_COUNT = 2,        /* masked_select: the mask changed while the op was pending */
+};
 
 /* One op of the registry (runtime/src/ops/ops.def) as libtide hands it to a
  * device kernel, which only launches it on `stream`: the call's tensors, the
@@ -69,6 +86,11 @@ typedef struct tide_devcall {
      * libtide already holds the message. */
     void * (*scratch)(void * ctx, size_t nbytes);
     void *         scratch_ctx;
+    /* The call's report, in pinned host memory with code NONE, for the call's
+     * work to fill in stream order (see tide_devreport). NULL when libtide has
+     * none to give: return TIDE_DEVAPI_OOM then, libtide holds the message.
+     * Takes scratch_ctx. At most one per call. */
+    tide_devreport * (*report)(void * ctx);
 } tide_devcall;
 
 /* tide_devcall.flags: settings of the calling thread that kernels honour. */

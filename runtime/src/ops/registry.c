@@ -259,7 +259,16 @@ static tide_status run_kernel(void * ctx) {
     return ops[c->op].def.cpu(c);
 }
 
+/* The prepared kernel of an op on a CUDA device: such an op runs as an engine
+ * task (run_cuda, then complete_cuda once the device has done it), never by
+ * a direct call, which would return before the device ran it. */
+static tide_status cuda_not_direct(const tide_opcall * c) {
+    return tide_error_set(TIDE_E_INTERNAL, "%s: an op on a CUDA device cannot be called directly, only enqueued",
+                          tide_op_name(c->op));
+}
+
 static tide_status run_cuda(void * ctx) { return tide_cuda_launch(ctx); }
+static tide_status complete_cuda(void * ctx) { return tide_cuda_complete(ctx); }
 
 static void keep_call(void * ctx) {
     tide_opcall * c = ctx;
@@ -269,6 +278,7 @@ static void keep_call(void * ctx) {
 
 static void drop_call(void * ctx) {
     tide_opcall * c = ctx;
+    if (TIDE_UNLIKELY(c->dev_report != NULL)) tide_cuda_drop_report(c);
     for (int32_t i = 0; i < c->n_in; i++) tide_tensor_release(c->in[i]);
     for (int32_t i = 0; i < c->n_out; i++) tide_tensor_release(c->out[i]);
 }
@@ -393,6 +403,7 @@ tide_status tide_op_prepare(int32_t op, tide_tensor * const * inputs, int32_t n_
     c->out[0] = out;
     c->rng_seed = c->rng_offset = 0;
     c->dev_flags = 0;
+    c->dev_report = NULL;
     if (params) {
         c->p = *params;
     } else {
@@ -423,7 +434,7 @@ tide_status tide_op_prepare(int32_t op, tide_tensor * const * inputs, int32_t n_
             return tide_error_set(TIDE_E_DEVICE, "%s: no kernel for device %s in this build", e->def.name,
                                   tide_device_format(r->dev, d, sizeof d));
         }
-        r->kernel    = tide_cuda_launch;
+        r->kernel    = cuda_not_direct;
         c->dev_flags = tide_cuda_call_flags();
     }
     TIDE_CHECK(e->def.shape_rule(c, &r->shape));
@@ -495,7 +506,7 @@ tide_status tide_op_call(int32_t op, tide_tensor * const * inputs, int32_t n_in,
                              drop_call,  e->def.name, c->out[0]->nelem, describe_call, NULL};
     tide_transfer    xfer;
     if (TIDE_UNLIKELY(dev.type == TIDE_DEVICE_CUDA)) {
-        if (r.kernel) task.fn = run_cuda;
+        if (r.kernel) task.fn = run_cuda, task.complete = complete_cuda;
         else tide_transfer_task(&xfer, c, &task);
     }
     tide_status st = tide_engine_push(&task, reads, n_in, writes, c->n_out, dev);

@@ -88,6 +88,12 @@ tide_status tide_shape_linspace(tide_opcall * c, tide_shape_out * o) {
     return TIDE_OK;
 }
 
+/* eye's result: two sizes, checked at the call. */
+tide_status tide_shape_eye(tide_opcall * c, tide_shape_out * o) {
+    if (c->p.n_ints != 2) return tide_error_set(TIDE_E_SHAPE, "eye: takes two sizes (n, m), got %d", c->p.n_ints);
+    return tide_shape_sizes(c, o);
+}
+
 /* eye: ones where row == column of the 2-d output. */
 #define EYE_BODY(name, T)                                                                        \
     static void name(int64_t n, int64_t i0, void * restrict out_, const void * const * in,       \

@@ -13,8 +13,6 @@
 
 /* shape.c: copies src (broadcast, converted) into dst. TODO(lead): kernels.h. */
 TIDE_INTERNAL tide_status tide_copy_view(tide_tensor * dst, tide_tensor * src);
-/* registry.c's rule: the shape of the first input. */
-tide_status tide_shape_first(tide_opcall * c, tide_shape_out * o);
 
 /* -- shape-rule helpers --------------------------------------------------------------------- */
 
@@ -154,7 +152,16 @@ tide_status tide_shape_masked_select(tide_opcall * c, tide_shape_out * o) {
     TIDE_CHECK(tide_broadcast_shape("masked_select", c->in, 2, &nd, sizes));
     if (TIDE_UNLIKELY(tide_capture != NULL))   /* a size that depends on values cannot be replayed */
         TIDE_CHECK(tide_graph_on_read("masked_select (the size of its result depends on the mask's values)"));
-    TIDE_CHECK(tide_tensor_wait(mask));
+    tide_tensor * on_device = NULL;
+    if (mask->dev.type != TIDE_DEVICE_CPU) {   /* count a host copy: the same values, read after the device wrote them */
+        mask = on_device = tide_tensor_to(mask, -1, (tide_device){TIDE_DEVICE_CPU, -1}, 0);
+        if (!mask) return tide_last_status();
+    }
+    tide_status st = tide_tensor_wait(mask);
+    if (st != TIDE_OK) {
+        tide_tensor_release(on_device);
+        return st;
+    }
     /* each mask element stands for prod(broadcast sizes / mask sizes) elements */
     int64_t reps = 1, count = 0;
     for (int32_t d = 0; d < nd; d++) {
@@ -170,6 +177,7 @@ tide_status tide_shape_masked_select(tide_opcall * c, tide_shape_out * o) {
                 count += m[tide_elem_offset(mask->ndim, mask->sizes, mask->strides, i)] != 0;
         }
     }
+    tide_tensor_release(on_device);
     o->ndim[0]     = 1;
     o->sizes[0][0] = count * reps;
     return TIDE_OK;

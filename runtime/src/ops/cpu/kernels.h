@@ -19,6 +19,11 @@
 typedef void (*tide_ew_loop)(int64_t n, int64_t index0, void * restrict out, const void * const * in,
                              const tide_opcall * c);
 
+/* registry.c's shape rules that kernel files' own rules end with: the shape
+ * of the first input; sizes from params.ints, checked non-negative. */
+tide_status tide_shape_first(tide_opcall * c, tide_shape_out * o);
+tide_status tide_shape_sizes(tide_opcall * c, tide_shape_out * o);
+
 /* Runs loops[compute_dtype] over c->out[0] with the inputs broadcast to its
  * shape. out_dtype is what the loop writes: -1 for the compute dtype, or a
  * fixed one (TIDE_DTYPE_BOOL for comparisons). A NULL loop is a dtype error. */

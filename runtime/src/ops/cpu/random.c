@@ -11,8 +11,6 @@
 
 #include <stdlib.h>
 
-/* registry.c: sizes from params.ints, checked non-negative */
-tide_status tide_shape_sizes(tide_opcall * c, tide_shape_out * o);
 
 /* -- words of the stream -------------------------------------------------------------------- */
 
@@ -137,6 +135,13 @@ CHUNKED(rand_f32, float, 0, RAND_SETUP(float),
         { float v = (float)(lo + span * (double)u24(w0[k])); o[b + k] = v > cap ? cap : v; })
 CHUNKED(rand_f64, double, 1, RAND_SETUP(double),
         { double v = lo + span * u53(w0[k], w1[k]); o[b + k] = v > cap ? cap : v; })
+
+/* The sizes; low and high checked at the call, so that a device, whose
+ * kernel cannot raise at the call, reports them alike. */
+tide_status tide_shape_rand(tide_opcall * c, tide_shape_out * o) {
+    TIDE_CHECK(rand_check(c));
+    return tide_shape_sizes(c, o);
+}
 
 tide_status tide_cpu_rand(const tide_opcall * c) {
     static const tide_ew_loop loops[TIDE_DTYPE_COUNT] = {[TIDE_DTYPE_F32] = rand_f32, [TIDE_DTYPE_F64] = rand_f64};

@@ -9,8 +9,6 @@
 
 #include <stdio.h>
 
-/* registry.c's rule: the shape of the first input. */
-tide_status tide_shape_first(tide_opcall * c, tide_shape_out * o);
 
 /* -- views and copies --------------------------------------------------------------------- */
 

@@ -1,0 +1,81 @@
+--- Comparing CUDA kernels with the CPU's: runs a spec case on the device, or
+-- prints why it was skipped, and checks that an op gives the same result on
+-- the device as on the host (shape, dtype, values within a tolerance per dtype).
+-- TIDE_SPEC_DRY_RUN=1 runs the comparisons against the cpu:1 queue instead: a
+-- check of the specs themselves on a machine without a GPU.
+local tide = require "tide"
+local assert = require "luassert"   -- busted's, which spec files see as assert
+
+local C = {}
+
+local available, why_not = tide.cuda.is_available()
+C.DEV = "cuda:0"
+if os.getenv("TIDE_SPEC_DRY_RUN") == "1" then available, C.DEV = true, "cpu:1" end
+
+-- Runs body() on the device, or prints why not. Call it where `it` is
+-- defined: busted gives it to the spec file's functions, not to this module.
+function C.on_gpu(name, body)
+  getfenv(2).it(name .. " #cuda", function()
+    if not available then
+      print(("\nskipped '%s': %s"):format(name, why_not))
+      return
+    end
+    body()
+  end)
+end
+
+C.EXACT = { int32 = true, int64 = true, uint8 = true, bool = true }
+-- float tolerance per dtype: the device sums in another order and its libm
+-- may differ from glibc's in the last place
+C.TOL = { float32 = 2e-5, float64 = 1e-12, float16 = 2e-3, bfloat16 = 2e-2 }
+
+function C.flat(t)
+  local r = {}
+  local v = t:cpu():double():reshape(-1):totable()
+  for i = 1, #v do r[i] = v[i] end
+  return r
+end
+
+-- Asserts that g (on the device) equals c (on the host) in shape, dtype and values.
+function C.same(c, g, what)
+  assert.are.equal(C.DEV, g:device(), what)
+  assert.are.same(c:size(), g:size(), what)
+  assert.are.equal(c:dtype(), g:dtype(), what)
+  local a, b = C.flat(c), C.flat(g)
+  local tol = C.TOL[c:dtype()] or 0
+  for i = 1, #a do
+    local x, y = a[i], b[i]
+    local ok
+    if x ~= x then ok = y ~= y
+    elseif C.EXACT[c:dtype()] or x == math.huge or x == -math.huge then ok = x == y
+    else ok = math.abs(x - y) <= tol * math.max(1, math.abs(x)) end
+    if not ok then
+      error(("%s: element %d is %.17g on the CPU but %.17g on %s"):format(what, i, x, y, C.DEV), 2)
+    end
+  end
+end
+
+-- Inputs in every layout: name -> builder(dtype) of a host tensor.
+function C.layouts(dtype)
+  tide.manual_seed(11)
+  local base = tide.randn(4, 5):mul(3)
+  if C.EXACT[dtype] then base = base:round() end
+  if dtype == "uint8" or dtype == "bool" then base = base:abs() end
+  return {
+    contiguous = base:to(dtype),
+    transposed = base:t():to(dtype),
+    strided = tide.randn(8, 5):mul(3):to(dtype):narrow(1, 2, 4),
+    empty = tide.zeros(0, 5):to(dtype),
+    scalar = tide.tensor(2.5):to(dtype),
+  }
+end
+
+-- f(inputs...) on both devices for inputs given on the host.
+function C.both(f, what, ...)
+  local host, dev = { ... }, {}
+  for i, x in ipairs(host) do dev[i] = type(x) == "table" and x or (tide.is_tensor(x) and x:to(C.DEV) or x) end
+  local c, g = f(unpack(host)), f(unpack(dev))
+  C.same(c, g, what)
+end
+
+return C
