@@ -146,5 +146,21 @@ describe("CUDA kernels against the CPU's", function()
     local c = tide.bernoulli(p)
     tide.manual_seed(10)
     same(c, tide.bernoulli(p:to(DEV)), "bernoulli")
+    -- a probability outside [0, 1] is found on the device and raised at the next read
+    local q = tide.tensor({ { 0.5, 2 }, { -0.25, 0.1 } }):to(DEV):t()
+    local ok, err = pcall(function() return tide.bernoulli(q):totable() end)
+    assert.is_false(ok)
+    assert.matches("bernoulli: probability %-0%.25 is outside %[0, 1%]", err)
+  end)
+
+  on_gpu("bad parameters are refused at the call, as on the CPU", function()
+    local x = tide.zeros(2, 3):to(DEV)
+    assert.has_error(function() return x:flip(3) end, "flip: dimension 3 is out of range for a 2-d tensor")
+    assert.has_error(function() return x:flip(1, -2) end, "flip: dimension 1 is repeated")
+    assert.has_error(function() return x[1]:tril() end, "tril: the input must have at least 2 dimensions, got shape [3]")
+    assert.has_error(function() return tide.randint(5, 2, { 3 }, { device = DEV }) end,
+      "randint: low must be less than high, got low = 5 and high = 2")
+    assert.has_error(function() return tide.randperm(300, { dtype = "uint8", device = DEV }) end,
+      "randperm: n = 300 is too large for dtype uint8 (at most 255)")
   end)
 end)

@@ -332,11 +332,12 @@ __global__ void __launch_bounds__(THREADS)
     }
 }
 
-/* out[g] = u < p[g], p broadcast over out. */
+/* out[g] = u < p[g], p broadcast over out; nothing when *bad names a bad p. */
 template <typename T, typename I>
 __global__ void __launch_bounds__(THREADS)
     bernoulli_kernel(const __grid_constant__ Shape shape, const __grid_constant__ Operands<2> ops, uint64_t seed,
-                     Span sp) {
+                     Span sp, const unsigned long long * bad) {
+    if (*bad != ~0ull) return;   /* a probability outside [0, 1]: the CPU writes nothing then either */
     uint64_t step = (uint64_t)gridDim.x * blockDim.x;
     for (uint64_t q = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; q < sp.nb; q += step) {
         T u[4];
@@ -351,6 +352,30 @@ __global__ void __launch_bounds__(THREADS)
             store_as((void *)ops.o[0].data, ops.o[0].dtype, off[0], (T)(u[j] < p));
         }
     }
+}
+
+/* The first (row-major) element of p outside [0, 1], NaN included, into *first. */
+template <typename I>
+__global__ void __launch_bounds__(THREADS)
+    find_bad_prob(const __grid_constant__ Shape shape, const __grid_constant__ Operands<1> p, unsigned long long * first) {
+    uint64_t step = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (uint64_t)shape.nelem; i += step) {
+        int64_t off;
+        offsets<1, I>(shape, p.o, (I)i, &off);
+        double v = read<double>(p.o[0], off);
+        if (!(v >= 0 && v <= 1)) atomicMin(first, (unsigned long long)i);
+    }
+}
+
+/* The report of the element find_bad_prob found, if any (one thread). */
+__global__ void report_bad_prob(const __grid_constant__ Shape shape, const __grid_constant__ Operands<1> p,
+                                const unsigned long long * first, tide_devreport * r) {
+    r->code = TIDE_DEVREPORT_NONE;
+    if (*first == ~0ull) return;
+    int64_t off;
+    offsets<1, uint64_t>(shape, p.o, (uint64_t)*first, &off);
+    r->code = TIDE_DEVREPORT_PROBABILITY;
+    r->real = read<double>(p.o[0], off);
 }
 
 /* randperm's keys: element i draws (draw 0 << 32 | draw 1) at stream element offset + i. */
@@ -562,26 +587,47 @@ int randperm_kernel(const tide_devcall * c) {
     return launched(c);
 }
 
-/* The CPU refuses probabilities outside [0, 1] before drawing; a kernel can
- * raise nothing, and checking here would wait for the device. Compared as the
- * CPU compares them, u < p with u in [0, 1): p <= 0 gives 0, p >= 1 gives 1,
- * NaN gives 0. */
+/* The CPU refuses probabilities outside [0, 1] before drawing, naming the
+ * first in p's own row-major order; here a first pass finds it, the call's
+ * report takes it back to libtide, and the draw writes nothing then. */
 int bernoulli_kernel_fn(const tide_devcall * c) {
     int rc = use(c->dev);
     if (rc) return rc;
     if (c->out[0].nelem == 0) return TIDE_DEVAPI_OK;
+    auto st = (cudaStream_t)c->stream;
+
+    /* p's own elements, each once */
+    const tide_devtensor & p = c->in[0];
+    Shape       ps;
+    Operands<1> pop;
+    ps.ndim  = p.ndim;
+    ps.nelem = p.nelem;
+    for (int32_t d = 0; d < TIDE_MAX_DIMS; d++) ps.sizes[d] = d < p.ndim ? p.sizes[d] : 1;
+    pop.o[0] = operand(p, ps);
+    coalesce(ps, pop.o, 1);
+    auto *           bad    = (unsigned long long *)c->scratch(c->scratch_ctx, sizeof(unsigned long long));
+    auto *           dev_r  = (tide_devreport *)c->scratch(c->scratch_ctx, sizeof(tide_devreport));
+    tide_devreport * host_r = bad && dev_r ? c->report(c->scratch_ctx) : nullptr;
+    if (!host_r) return TIDE_DEVAPI_OOM;
+    cudaError_t err = cudaMemsetAsync(bad, 0xff, sizeof *bad, st);   /* ~0: none found */
+    if (err != cudaSuccess) return fail(err, "bernoulli: cudaMemsetAsync");
+    if (ps.nelem <= (int64_t)UINT32_MAX) find_bad_prob<uint32_t><<<blocks_for(ps.nelem), THREADS, 0, st>>>(ps, pop, bad);
+    else find_bad_prob<uint64_t><<<blocks_for(ps.nelem), THREADS, 0, st>>>(ps, pop, bad);
+    report_bad_prob<<<1, 1, 0, st>>>(ps, pop, bad, dev_r);
+    err = cudaMemcpyAsync(host_r, dev_r, sizeof *host_r, cudaMemcpyDeviceToHost, st);
+    if (err != cudaSuccess) return fail(err, "bernoulli: cudaMemcpyAsync");
+
     Operands<2> ops;
     Shape       shape = shape_of(c, ops.o, 1);
     Span        sp    = span_of(c, shape.nelem);
-    auto        st    = (cudaStream_t)c->stream;
     unsigned    nb    = blocks_for((int64_t)sp.nb);
     bool        small = shape.nelem <= (int64_t)UINT32_MAX;
     if (c->compute_dtype == TIDE_DTYPE_F32) {
-        if (small) bernoulli_kernel<float, uint32_t><<<nb, THREADS, 0, st>>>(shape, ops, c->rng_seed, sp);
-        else bernoulli_kernel<float, uint64_t><<<nb, THREADS, 0, st>>>(shape, ops, c->rng_seed, sp);
+        if (small) bernoulli_kernel<float, uint32_t><<<nb, THREADS, 0, st>>>(shape, ops, c->rng_seed, sp, bad);
+        else bernoulli_kernel<float, uint64_t><<<nb, THREADS, 0, st>>>(shape, ops, c->rng_seed, sp, bad);
     } else if (c->compute_dtype == TIDE_DTYPE_F64) {
-        if (small) bernoulli_kernel<double, uint32_t><<<nb, THREADS, 0, st>>>(shape, ops, c->rng_seed, sp);
-        else bernoulli_kernel<double, uint64_t><<<nb, THREADS, 0, st>>>(shape, ops, c->rng_seed, sp);
+        if (small) bernoulli_kernel<double, uint32_t><<<nb, THREADS, 0, st>>>(shape, ops, c->rng_seed, sp, bad);
+        else bernoulli_kernel<double, uint64_t><<<nb, THREADS, 0, st>>>(shape, ops, c->rng_seed, sp, bad);
     } else {
         return no_dtype(c, c->compute_dtype);
     }

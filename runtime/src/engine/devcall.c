@@ -101,6 +101,8 @@ tide_status tide_cuda_complete(tide_opcall * c) {
     case TIDE_DEVREPORT_COUNT:
         return tide_error_set(TIDE_E_VALUE, "%s: the mask changed while the op was pending (%lld true elements, %lld expected) (on cuda:%d)",
                               op, (long long)got.value, (long long)got.bound, dev);
+    case TIDE_DEVREPORT_PROBABILITY:
+        return tide_error_set(TIDE_E_VALUE, "%s: probability %g is outside [0, 1] (on cuda:%d)", op, got.real, dev);
     default:
         return tide_error_set(TIDE_E_INTERNAL, "%s: the device reported code %d, which this libtide does not know (on cuda:%d)",
                               op, got.code, dev);

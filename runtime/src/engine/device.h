@@ -53,12 +53,14 @@ typedef struct tide_devreport {
     int32_t dim;                     /* INDEX: the dimension (0-based) */
     int64_t value;                   /* INDEX: the index as the user gave it; COUNT: the count found */
     int64_t bound;                   /* INDEX: the size of that dimension; COUNT: the count expected */
+    double  real;                    /* PROBABILITY: the value */
 } tide_devreport;
 
 enum {
     TIDE_DEVREPORT_NONE  = 0,
     TIDE_DEVREPORT_INDEX = 1,        /* "op: index <value> is out of range for dimension <dim+1> of size <bound>" */
     TIDE_DEVREPORT_COUNT = 2,        /* masked_select: the mask changed while the op was pending */
+    TIDE_DEVREPORT_PROBABILITY = 3,  /* "op: probability <real> is outside [0, 1]" */
 };
 
 /* One op of the registry (runtime/src/ops/ops.def) as libtide hands it to a
