@@ -291,8 +291,10 @@ end
 methods.bernoulli = tide.bernoulli
 --- t:bernoulli_(p): fills t with draws of probability p (a number or a tensor).
 function methods.bernoulli_(t, p)
-  if type(p) == "number" then p = tide.full({}, p, { dtype = t:is_floating_point() and t:dtype() or "float32" }) end
-  p = p or tide.full({}, 0.5)
+  if p == nil then p = 0.5 end
+  if type(p) == "number" then
+    p = tide.full({}, p, { dtype = t:is_floating_point() and t:dtype() or "float32", device = t:device() })
+  end
   T.ins_set(0, p)
   return T.run(T.op_ids.bernoulli, 1, nil, t)
 end

@@ -579,7 +579,7 @@ function F.scaled_dot_product_attention(q, k, v, opts)
   local l, s = q:size(-2), k:size(-2)
   local scores = q:matmul(k:transpose(-2, -1)) * scale
   if opts.is_causal then
-    mask = tide.ones({ l, s }, "bool"):tril()
+    mask = tide.ones({ l, s }, { dtype = "bool", device = q:device() }):tril()
   end
   if mask ~= nil then
     need_tensor(mask, fname, "attn_mask")
@@ -621,7 +621,7 @@ function F.one_hot(input, num_classes)
   local shape = input:shape()
   shape[#shape + 1] = num_classes
   local idx = input:to("int64"):unsqueeze(-1)
-  return tide.zeros(shape, "int64"):scatter(-1, idx, 1)
+  return tide.zeros(shape, { dtype = "int64", device = input:device() }):scatter(-1, idx, 1)
 end
 
 return F

@@ -77,7 +77,7 @@ return function(nn)
   -- (in dtype) for a boolean one, the values themselves for a float one.
   local function additive(mask, what, dtype)
     if mask:dtype() == "bool" then
-      return tide.zeros(mask:shape(), dtype):masked_fill(mask, -math.huge)
+      return tide.zeros(mask:shape(), { dtype = dtype, device = mask:device() }):masked_fill(mask, -math.huge)
     end
     if not mask:is_floating_point() then
       fail(string.format("MultiheadAttention: %s must be bool or floating point, got %s", what, mask:dtype()))
@@ -150,7 +150,9 @@ return function(nn)
     local scores = q:matmul(k:transpose(3, 4)) * (1 / math.sqrt(hd))   -- [N, H, L, S]
 
     local attn_mask, kpm = opts.attn_mask, opts.key_padding_mask
-    if attn_mask == nil and opts.is_causal then attn_mask = tide.ones({ l, s }, "bool"):triu(1) end
+    if attn_mask == nil and opts.is_causal then
+      attn_mask = tide.ones({ l, s }, { dtype = "bool", device = q:device() }):triu(1)
+    end
     if attn_mask ~= nil then
       if not is_tensor(attn_mask) then fail("MultiheadAttention: attn_mask must be a tensor") end
       local sh = attn_mask:shape()
