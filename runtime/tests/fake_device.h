@@ -32,7 +32,8 @@ static struct {
     int             autorun;         /* work is done as soon as it is queued */
     int             no_kernels;      /* kernel() finds none (set before tide_cuda_use_backend) */
     int64_t         n_kernels;       /* kernels launched */
-} fake = {PTHREAD_MUTEX_INITIALIZER, 64 << 20, 0, 0, 0, 0, "", 0, 0, 0};
+    int64_t         n_pinned;        /* pinned allocations made */
+} fake = {PTHREAD_MUTEX_INITIALIZER, 64 << 20, 0, 0, 0, 0, "", 0, 0, 0, 0};
 
 /* Each allocation is preceded by its size, to give `used` back on free. */
 static int fake_mem_alloc(int32_t dev, size_t n, void ** out) {
@@ -171,6 +172,7 @@ static inline void fake_launch(fake_stream * s) {
 
 static int fake_pinned_alloc(size_t n, void ** out) {
     *out = malloc(n ? n : 1);
+    fake.n_pinned++;
     return TIDE_DEVAPI_OK;
 }
 

@@ -7,6 +7,7 @@
  * is runtime/src/cuda/.
  */
 #include "cuda_loader.h"
+#include "transfer.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -82,6 +83,7 @@ void tide_cuda_use_backend(const tide_devapi * t) {
     }
     for (int32_t i = 0; i < TIDE_OP_COUNT_; i++) atomic_store(&kernels[i], 0);
     tide_cuda_free_reports();
+    tide_transfer_free_staging();
     api       = NULL;
     n_devices = 0;
     if (t) take(t);

@@ -6,13 +6,91 @@
  * queue's thread converts the source into staging (dtype, strides,
  * broadcasting: the CPU copy kernel) and launches the copy; from the device,
  * it launches the copy into staging and, when the device is done, converts
- * staging into the destination. Device-side gathers and scatters wait for
- * CUDA kernels: until then the device side must be dense (see tide_transfer_check).
+ * staging into the destination. The device side is the span of its view: a
+ * strided source comes whole and is gathered on the host; a strided
+ * destination is written by the registry through a dense temporary and the
+ * device's copy kernel.
  */
 #include "transfer.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+/* -- pinned staging, cached -------------------------------------------------------------- */
+
+/* Pinning host memory costs far more than a small copy (and freeing it waits
+ * for the whole device), so staging blocks are kept once their copy is done,
+ * in power-of-two classes from 64 KiB, each free block holding the link to
+ * the next. Free blocks beyond STAGING_KEEP bytes go back to the backend. */
+enum { CLASS_MIN = 16, CLASS_COUNT = 48 };
+#define STAGING_KEEP ((size_t)512 << 20)
+
+static pthread_mutex_t     staging_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *              free_blocks[CLASS_COUNT];
+static size_t              kept_bytes;
+static const tide_devapi * staging_api;   /* the backend that pinned the kept blocks */
+
+static int32_t class_of(size_t bytes) {
+    int32_t k = CLASS_MIN;
+    while (k < CLASS_COUNT - 1 && ((size_t)1 << k) < bytes) k++;
+    return k;
+}
+
+/* A block of at least `bytes` (its class's size in *cap); NULL with the error set. */
+static void * staging_take(size_t bytes, size_t * cap) {
+    int32_t k = class_of(bytes);
+    *cap      = (size_t)1 << k;
+    if (*cap < bytes) {
+        tide_error_set(TIDE_E_OOM, "copy: %zu bytes is more than one staging block holds", bytes);
+        return NULL;
+    }
+    pthread_mutex_lock(&staging_lock);
+    void * p = free_blocks[k];
+    if (p) {
+        free_blocks[k] = *(void **)p;
+        kept_bytes -= *cap;
+    }
+    pthread_mutex_unlock(&staging_lock);
+    if (p) return p;
+    const tide_devapi * api = tide_cuda_api();
+    if (api->pinned_alloc(*cap, &p) != TIDE_DEVAPI_OK) {
+        tide_error_set(TIDE_E_OOM, "copy: could not allocate %zu bytes of pinned host memory: %s", *cap,
+                       api->error_text());
+        return NULL;
+    }
+    return p;
+}
+
+static void staging_give(void * p, size_t cap) {
+    const tide_devapi * api = tide_cuda_api();
+    pthread_mutex_lock(&staging_lock);
+    if (kept_bytes + cap <= STAGING_KEEP && (!staging_api || staging_api == api)) {
+        int32_t k      = class_of(cap);
+        *(void **)p    = free_blocks[k];
+        free_blocks[k] = p;
+        kept_bytes += cap;
+        staging_api = api;
+        p           = NULL;
+    }
+    pthread_mutex_unlock(&staging_lock);
+    if (p) api->pinned_free(p);
+}
+
+void tide_transfer_free_staging(void) {
+    pthread_mutex_lock(&staging_lock);
+    for (int32_t k = 0; k < CLASS_COUNT; k++)
+        while (free_blocks[k]) {
+            void * p       = free_blocks[k];
+            free_blocks[k] = *(void **)p;
+            staging_api->pinned_free(p);
+        }
+    kept_bytes  = 0;
+    staging_api = NULL;
+    pthread_mutex_unlock(&staging_lock);
+}
+
+/* -- the copies --------------------------------------------------------------------------- */
 
 /* The span of s's storage that view t reaches, in elements from t's offset
  * (0 for an empty view). */
@@ -29,13 +107,6 @@ tide_status tide_transfer_check(const tide_opcall * c) {
         char a[32], b[32];
         return tide_error_set(TIDE_E_DEVICE, "copy: from %s to %s: copies between CUDA devices are not supported yet",
                               tide_device_format(in->dev, a, sizeof a), tide_device_format(out->dev, b, sizeof b));
-    }
-    if (out->dev.type == TIDE_DEVICE_CUDA && !tide_tensor_is_contiguous(out)) {
-        char sh[64];
-        return tide_error_set(TIDE_E_DEVICE,
-                              "copy: the destination (%s, on cuda:%d) is not contiguous, and this build has no CUDA "
-                              "kernel to scatter into it",
-                              tide_shape_str(out, sh, sizeof sh), out->dev.index);
     }
     return TIDE_OK;
 }
@@ -54,7 +125,7 @@ static tide_status host_copy(tide_tensor * in, tide_tensor * out) {
 }
 
 static void release_staging(tide_transfer * x) {
-    if (x->staging) tide_cuda_api()->pinned_free(x->staging);
+    if (x->staging) staging_give(x->staging, x->cap);
     x->staging = NULL;
 }
 
@@ -71,11 +142,7 @@ static tide_status launch(void * ctx) {
     const tide_tensor * dview = h2d ? out : in;   /* the device side: dense from its offset */
     x->bytes = (size_t)span(dview) * tide_esize(dview->dtype_id);
     if (x->bytes == 0) return TIDE_OK;
-    if (api->pinned_alloc(x->bytes, &x->staging) != TIDE_DEVAPI_OK) {
-        x->staging = NULL;
-        return tide_error_set(TIDE_E_OOM, "copy: could not allocate %zu bytes of pinned host memory: %s", x->bytes,
-                              api->error_text());
-    }
+    if (!(x->staging = staging_take(x->bytes, &x->cap))) return tide_last_status();
     char * dptr = (char *)tide_tensor_ptr(dview);
     if (h2d) {
         tide_tensor * s  = staged(out, x->staging);
@@ -131,5 +198,6 @@ void tide_transfer_task(tide_transfer * x, const tide_opcall * c, tide_engine_ta
     x->c       = *c;
     x->staging = NULL;
     x->bytes   = 0;
+    x->cap     = 0;
     *task = (tide_engine_task){launch, x, sizeof *x, keep, drop, "copy", c->out[0]->nelem, describe, complete};
 }

@@ -449,6 +449,9 @@ tide_status tide_op_prepare(int32_t op, tide_tensor * const * inputs, int32_t n_
         TIDE_CHECK(tide_transfer_check(c));
         r->dev    = out->dev.type == TIDE_DEVICE_CUDA ? out->dev : c->in[0]->dev;
         r->kernel = NULL;
+        /* the device side of a transfer is dense: a strided device
+         * destination takes it through a temporary and the device's copy kernel */
+        if (out->dev.type == TIDE_DEVICE_CUDA && !tide_tensor_is_contiguous(out)) r->temp = true;
     }
     return TIDE_OK;
 }
