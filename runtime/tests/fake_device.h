@@ -33,7 +33,9 @@ static struct {
     int             no_kernels;      /* kernel() finds none (set before tide_cuda_use_backend) */
     int64_t         n_kernels;       /* kernels launched */
     int64_t         n_pinned;        /* pinned allocations made */
-} fake = {PTHREAD_MUTEX_INITIALIZER, 64 << 20, 0, 0, 0, 0, "", 0, 0, 0, 0};
+    int32_t         n_devices;       /* probe's count (0 taken as 1; set before tide_cuda_use_backend) */
+    int64_t         n_peer;          /* copies between devices */
+} fake = {PTHREAD_MUTEX_INITIALIZER, 64 << 20, 0, 0, 0, 0, "", 0, 0, 0, 0, 0, 0};
 
 /* Each allocation is preceded by its size, to give `used` back on free. */
 static int fake_mem_alloc(int32_t dev, size_t n, void ** out) {
@@ -241,8 +243,15 @@ static tide_devkernel_fn fake_kernel(const char * op) {
 }
 
 static int32_t fake_probe(char * reason, size_t n) {
-    snprintf(reason, n, "1 device: cuda:0 fake (host memory)");
-    return 1;
+    int32_t count = fake.n_devices > 0 ? fake.n_devices : 1;
+    snprintf(reason, n, "%d device%s: cuda:0 fake (host memory)", count, count > 1 ? "s" : "");
+    return count;
+}
+
+/* Between the fake devices: host memory too, queued on the destination's stream. */
+static int fake_copy_peer(int32_t dst_dev, void * dst, int32_t src_dev, const void * src, size_t n, void * s) {
+    fake.n_peer++;
+    return fake_copy_async(dst_dev, dst, src, n, TIDE_COPY_D2D, s);
 }
 
 static const char * fake_error_text(void) { return fake.error; }
@@ -252,7 +261,7 @@ static const tide_devapi fake_api = {
     fake_mem_free,       fake_mem_info,    fake_stream_create, fake_stream_destroy, fake_stream_sync,
     fake_event_create,   fake_event_destroy, fake_event_record, fake_event_query,  fake_event_sync,
     fake_stream_wait_event, fake_host_callback, fake_copy_async, fake_pinned_alloc, fake_pinned_free,
-    fake_kernel,
+    fake_kernel,         fake_copy_peer,
 };
 
 #endif

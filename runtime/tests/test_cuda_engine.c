@@ -286,6 +286,48 @@ static void test_sync_mode(void) {
     tide_tensor_release(h);
 }
 
+/* Two devices: copies between them move bytes on the destination's stream;
+ * a strided or converted source is made dense on its own device first. */
+static void test_two_devices(void) {
+    fake.n_devices = 2;
+    tide_cuda_use_backend(&fake_api);
+    fake.autorun = 1;
+    tide_device   cuda1 = {TIDE_DEVICE_CUDA, 1};
+    tide_tensor * x = iota(2, 3), * d0 = tide_tensor_to(x, -1, CUDA0, 0);
+    int64_t       peers = fake.n_peer;
+    tide_tensor * d1 = tide_tensor_to(d0, -1, cuda1, 0);
+    CHECK(d1 && d1->dev.type == TIDE_DEVICE_CUDA && d1->dev.index == 1);
+    for (int i = 0; i < 6; i++) CHECK(at(d1, i) == i + 0.5);
+    CHECK(fake.n_peer == peers + 1);
+    /* transposed and converted on the way: dense float64 on cuda:0, then moved */
+    tide_tensor * t0 = tide_tensor_transpose(d0, 0, 1);
+    tide_tensor * t1 = tide_tensor_to(t0, TIDE_DTYPE_F64, cuda1, 0);
+    double want[6] = {0.5, 3.5, 1.5, 4.5, 2.5, 5.5};
+    CHECK(t1 && t1->dev.index == 1 && t1->dtype_id == TIDE_DTYPE_F64);
+    for (int i = 0; i < 6; i++) CHECK(at(t1, i) == want[i]);
+    /* into a strided view on cuda:1: through a dense temporary there */
+    tide_tensor * y = iota(3, 2), * back = tide_tensor_transpose(d1, 0, 1), * src = tide_tensor_to(y, -1, CUDA0, 0);
+    tide_tensor * res[1];
+    CHECK(tide_op_call(tide_op_find("copy"), &src, 1, NULL, res, back) == TIDE_OK);
+    tide_tensor_release(res[0]);
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++) CHECK(at(d1, 3 * i + j) == 2 * j + i + 0.5);
+    /* copy_ itself takes only what moves as bytes, and says what to do */
+    tide_tensor * in[1] = {t0};
+    tide_tensor * dst   = tide_tensor_empty(2, (int64_t[]){3, 2}, TIDE_DTYPE_F32, cuda1);
+    CHECK(tide_op_call(tide_op_find("copy"), in, 1, NULL, res, dst) == TIDE_E_DEVICE);
+    CHECK(strstr(tide_last_error(), "copy: from cuda:0 to cuda:1 moves a contiguous tensor of the destination's dtype "
+                                    "and shape, got float32 [3,2] (not contiguous) into float32 [3,2]"));
+    /* ops still refuse inputs on two devices */
+    CHECK(tide_op_call(tide_op_find("add"), (tide_tensor *[]){d0, d1}, 2, NULL, res, NULL) == TIDE_E_DEVICE);
+    CHECK_MSG("add: input 2 is on cuda:1 but input 1 is on cuda:0");
+    tide_tensor * all[] = {x, y, d0, d1, t0, t1, back, src, dst};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tide_tensor_release(all[i]);
+    CHECK(tide_sync() == TIDE_OK);
+    fake.n_devices = 1;
+    tide_cuda_use_backend(&fake_api);
+}
+
 int main(void) {
     tide_cuda_use_backend(&fake_api);
     test_there_and_back();
@@ -294,6 +336,7 @@ int main(void) {
     test_sync_mode();
     test_kernels();
     test_kernel_errors();
+    test_two_devices();
     CHECK(tide_sync() == TIDE_OK);
     tide_cuda_use_backend(NULL);
     CHECK(fake.used == 0);

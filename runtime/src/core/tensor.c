@@ -586,6 +586,14 @@ tide_tensor * tide_tensor_to(tide_tensor * t, int32_t dtype, tide_device dev, in
         tide_tensor_retain(t);
         return t;
     }
+    if (t->dev.type == TIDE_DEVICE_CUDA && dev.type == TIDE_DEVICE_CUDA && t->dev.index != dev.index &&
+        (dtype != t->dtype_id || !tide_tensor_is_contiguous(t))) {
+        /* between devices bytes move as they are: convert on the source first */
+        tide_tensor * dense = tide_tensor_to(t, dtype, t->dev, 1);
+        tide_tensor * r     = dense ? tide_tensor_to(dense, dtype, dev, 1) : NULL;
+        tide_tensor_release(dense);
+        return r;
+    }
     tide_tensor * out = tide_tensor_empty(t->ndim, t->sizes, dtype, dev);
     if (!out) return NULL;
     tide_tensor * in[1] = {t}, * res[1];

@@ -9,6 +9,7 @@
  */
 #include "common.cuh"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -65,6 +66,8 @@ int no_dtype(const tide_devcall * c, int32_t dtype) {
 namespace {
 
 using namespace tide_cuda;
+
+enum { TIDE_PEER_MAX = 16 };   /* libtide's TIDE_MAX_CUDA_DEVICES */
 
 int32_t probe(char * reason, size_t n) {
     int         count = 0;
@@ -179,6 +182,32 @@ int copy_async(int32_t dev, void * dst, const void * src, size_t nbytes, int32_t
     return fail(cudaMemcpyAsync(dst, src, nbytes, k, (cudaStream_t)stream), "cudaMemcpyAsync");
 }
 
+/* Peer access is turned on once per ordered pair of devices, where the
+ * hardware has it; without it cudaMemcpyPeerAsync goes through the host. */
+pthread_mutex_t peer_lock = PTHREAD_MUTEX_INITIALIZER;
+signed char     peer_state[TIDE_PEER_MAX][TIDE_PEER_MAX];   /* 0 unknown, 1 on, -1 not available */
+
+void enable_peer(int32_t dst, int32_t src) {
+    if (dst == src || dst >= TIDE_PEER_MAX || src >= TIDE_PEER_MAX) return;
+    pthread_mutex_lock(&peer_lock);
+    if (peer_state[dst][src] == 0) {
+        int can = 0;
+        peer_state[dst][src] = -1;
+        if (cudaDeviceCanAccessPeer(&can, dst, src) == cudaSuccess && can && cudaSetDevice(dst) == cudaSuccess) {
+            cudaError_t err = cudaDeviceEnablePeerAccess(src, 0);
+            if (err == cudaSuccess || err == cudaErrorPeerAccessAlreadyEnabled) peer_state[dst][src] = 1;
+            (void)cudaGetLastError();   /* a refusal is not an error of later work */
+        }
+    }
+    pthread_mutex_unlock(&peer_lock);
+}
+
+int copy_peer(int32_t dst_dev, void * dst, int32_t src_dev, const void * src, size_t nbytes, void * stream) {
+    enable_peer(dst_dev, src_dev);
+    if (int rc = use(dst_dev)) return rc;
+    return fail(cudaMemcpyPeerAsync(dst, dst_dev, src, src_dev, nbytes, (cudaStream_t)stream), "cudaMemcpyPeerAsync");
+}
+
 int pinned_alloc(size_t nbytes, void ** out) {
     /* portable: usable by every device's streams, not only the current one's */
     return fail(cudaHostAlloc(out, nbytes, cudaHostAllocPortable), "cudaHostAlloc");
@@ -219,6 +248,7 @@ const tide_devapi table = {
     pinned_alloc,
     pinned_free,
     kernel,
+    copy_peer,
 };
 
 }   // namespace

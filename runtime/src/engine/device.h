@@ -146,6 +146,12 @@ typedef struct tide_devapi {
     /* -- kernels -- */
     /* The kernel of the registry op named `op`, or NULL when the backend has none. */
     tide_devkernel_fn (*kernel)(const char * op);
+
+    /* -- between devices -- */
+    /* Copies nbytes from src on device src_dev to dst on device dst_dev, in the
+     * order of `stream` (dst_dev's): directly where the devices can reach each
+     * other's memory (peer access, turned on at first use), else through the host. */
+    int (*copy_peer)(int32_t dst_dev, void * dst, int32_t src_dev, const void * src, size_t nbytes, void * stream);
 } tide_devapi;
 
 /* The symbol a backend library exports: its table, or NULL when it was built

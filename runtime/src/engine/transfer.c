@@ -1,7 +1,7 @@
 /*
- * transfer.c - copies between the host and a CUDA device, as engine tasks of
- * the device's queue: the `copy` op when its input and its destination are on
- * either side. The host side goes through pinned staging memory, so that the
+ * transfer.c - copies between the host and a CUDA device, and between CUDA
+ * devices, as engine tasks of the (destination) device's queue: the `copy` op
+ * when its input and its destination are on either side. The host side goes through pinned staging memory, so that the
  * device copies asynchronously while the queue goes on: to the device, the
  * queue's thread converts the source into staging (dtype, strides,
  * broadcasting: the CPU copy kernel) and launches the copy; from the device,
@@ -101,12 +101,23 @@ static int64_t span(const tide_tensor * t) {
     return hi + 1;
 }
 
+/* A copy between two CUDA devices moves bytes only: dense on both sides. */
+static bool peer(const tide_opcall * c) {
+    return c->in[0]->dev.type == TIDE_DEVICE_CUDA && c->out[0]->dev.type == TIDE_DEVICE_CUDA;
+}
+
 tide_status tide_transfer_check(const tide_opcall * c) {
     const tide_tensor * in = c->in[0], * out = c->out[0];
-    if (in->dev.type == TIDE_DEVICE_CUDA && out->dev.type == TIDE_DEVICE_CUDA) {
-        char a[32], b[32];
-        return tide_error_set(TIDE_E_DEVICE, "copy: from %s to %s: copies between CUDA devices are not supported yet",
-                              tide_device_format(in->dev, a, sizeof a), tide_device_format(out->dev, b, sizeof b));
+    if (peer(c) && (!tide_tensor_is_contiguous(in) || in->dtype_id != out->dtype_id || in->nelem != out->nelem ||
+                    in->ndim != out->ndim)) {
+        char a[32], b[32], sa[64], sb[64];
+        return tide_error_set(TIDE_E_DEVICE,
+                              "copy: from %s to %s moves a contiguous tensor of the destination's dtype and shape, got "
+                              "%s %s%s into %s %s (convert it on %s first: contiguous(), to(dtype))",
+                              tide_device_format(in->dev, a, sizeof a), tide_device_format(out->dev, b, sizeof b),
+                              tide_dtype_name(in->dtype_id), tide_shape_str(in, sa, sizeof sa),
+                              tide_tensor_is_contiguous(in) ? "" : " (not contiguous)", tide_dtype_name(out->dtype_id),
+                              tide_shape_str(out, sb, sizeof sb), a);
     }
     return TIDE_OK;
 }
@@ -142,6 +153,13 @@ static tide_status launch(void * ctx) {
     const tide_tensor * dview = h2d ? out : in;   /* the device side: dense from its offset */
     x->bytes = (size_t)span(dview) * tide_esize(dview->dtype_id);
     if (x->bytes == 0) return TIDE_OK;
+    if (peer(&x->c)) {   /* on the destination's stream, once the source's writers are done */
+        if (api->copy_peer(dev, tide_tensor_ptr(out), in->dev.index, tide_tensor_ptr(in), x->bytes, stream) !=
+            TIDE_DEVAPI_OK)
+            return tide_error_set(TIDE_E_DEVICE, "copy: from cuda:%d to cuda:%d failed: %s", in->dev.index, dev,
+                                  api->error_text());
+        return TIDE_OK;
+    }
     if (!(x->staging = staging_take(x->bytes, &x->cap))) return tide_last_status();
     char * dptr = (char *)tide_tensor_ptr(dview);
     if (h2d) {

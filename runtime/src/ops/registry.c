@@ -351,10 +351,8 @@ static tide_status check_out(const op_entry * e, const tide_opcall * c, const ti
                               tide_dtype_name(dtype), tide_dtype_name(out->dtype_id));
     const tide_tensor * ref = device_input(c->in, c->n_in);
     bool same_dev = !ref || (out->dev.type == ref->dev.type && out->dev.index == ref->dev.index);
-    /* XDEVICE ops write across host queues, or between the host and a device */
-    bool host_pair = !ref || (out->dev.type == TIDE_DEVICE_CPU && ref->dev.type == TIDE_DEVICE_CPU) ||
-                     out->dev.type != ref->dev.type;
-    if (!same_dev && !((e->def.flags & TIDE_OPF_XDEVICE) && host_pair)) {
+    /* XDEVICE ops (copy) write across host queues, between the host and a device, or between devices */
+    if (!same_dev && !(e->def.flags & TIDE_OPF_XDEVICE)) {
         char x[32], y[32];
         return tide_error_set(TIDE_E_DEVICE, "%s: the destination is on %s but the inputs are on %s", op,
                               tide_device_format(out->dev, x, sizeof x), tide_device_format(ref->dev, y, sizeof y));
@@ -426,7 +424,10 @@ tide_status tide_op_prepare(int32_t op, tide_tensor * const * inputs, int32_t n_
            : n_in ? device_input(inputs, n_in)->dev : tide_get_default_device();
     r->kernel = e->def.cpu;
     r->flags  = e->def.flags;
-    bool xdev = out && (e->def.flags & TIDE_OPF_XDEVICE) && n_in && c->in[0]->dev.type != out->dev.type;
+    /* a copy from or to another kind of device, or between two CUDA devices */
+    bool xdev = out && (e->def.flags & TIDE_OPF_XDEVICE) && n_in &&
+                (c->in[0]->dev.type != out->dev.type ||
+                 (out->dev.type == TIDE_DEVICE_CUDA && c->in[0]->dev.index != out->dev.index));
     if (TIDE_UNLIKELY(r->dev.type == TIDE_DEVICE_CUDA && !xdev)) {
         /* before the shape rule: some read their inputs' values on the host */
         if (!tide_cuda_kernel(op)) {
