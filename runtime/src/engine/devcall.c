@@ -101,6 +101,9 @@ tide_status tide_cuda_complete(tide_opcall * c) {
     case TIDE_DEVREPORT_COUNT:
         return tide_error_set(TIDE_E_VALUE, "%s: the mask changed while the op was pending (%lld true elements, %lld expected) (on cuda:%d)",
                               op, (long long)got.value, (long long)got.bound, dev);
+    case TIDE_DEVREPORT_PLANE:
+        return tide_error_set(TIDE_E_INDEX, "%s: index %lld is out of range for an input plane of %lldx%lld (on cuda:%d)",
+                              op, (long long)got.value, (long long)got.bound, (long long)got.width, dev);
     case TIDE_DEVREPORT_PROBABILITY:
         return tide_error_set(TIDE_E_VALUE, "%s: probability %g is outside [0, 1] (on cuda:%d)", op, got.real, dev);
     default:

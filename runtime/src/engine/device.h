@@ -54,6 +54,7 @@ typedef struct tide_devreport {
     int64_t value;                   /* INDEX: the index as the user gave it; COUNT: the count found */
     int64_t bound;                   /* INDEX: the size of that dimension; COUNT: the count expected */
     double  real;                    /* PROBABILITY: the value */
+    int64_t width;                   /* PLANE: the plane's width (bound is its height) */
 } tide_devreport;
 
 enum {
@@ -61,6 +62,7 @@ enum {
     TIDE_DEVREPORT_INDEX = 1,        /* "op: index <value> is out of range for dimension <dim+1> of size <bound>" */
     TIDE_DEVREPORT_COUNT = 2,        /* masked_select: the mask changed while the op was pending */
     TIDE_DEVREPORT_PROBABILITY = 3,  /* "op: probability <real> is outside [0, 1]" */
+    TIDE_DEVREPORT_PLANE = 4,        /* "op: index <value> is out of range for an input plane of <bound>x<width>" */
 };
 
 /* One op of the registry (runtime/src/ops/ops.def) as libtide hands it to a
