@@ -401,3 +401,24 @@ describe("fused pointwise ops", function()
     end)
   end)
 end)
+
+describe("where", function()
+  it("takes a when the condition is true, with broadcasting, 0-d and empty tensors", function()
+    local a, b = tide.tensor({ { 1, 2, 3 }, { 4, 5, 6 } }), tide.tensor({ 7, 8, 9 })
+    H.equal(tide.where(tide.tensor({ true, false, true }), a, b), { { 1, 8, 3 }, { 4, 8, 6 } })
+    H.equal(a:where(tide.tensor({ { false }, { true } }), 0), { { 0, 0, 0 }, { 4, 5, 6 } })
+    H.equal(tide.where(a:t():gt(2):t(), a, -a), { { -1, -2, 3 }, { 4, 5, 6 } })   -- a strided condition
+    H.equal(tide.where(tide.tensor(true), tide.tensor(1.5), b), { 1.5, 1.5, 1.5 })
+    assert.are.same({ 0, 3 }, tide.where(tide.zeros(0, 3, "bool"), tide.zeros(0, 3), 1):shape())
+  end)
+
+  it("counts any nonzero condition as true, whatever the operands' dtype", function()
+    local a, b = tide.tensor({ 1, 2, 3, 4 }, "int64"), tide.tensor({ 7, 8, 9, 10 }, "int64")
+    -- a fractional condition with integer operands: once read as int64 0
+    H.equal(tide.where(tide.tensor({ 0.5, 0, -0.25, 0 / 0 }), a, b), { 1, 8, 3, 4 })
+    -- 256 with uint8 operands: once read as uint8 0
+    local u, v = tide.tensor({ 1, 2 }, "uint8"), tide.tensor({ 5, 6 }, "uint8")
+    H.equal(tide.where(tide.tensor({ 256, 0 }, "int64"), u, v), { 1, 6 })
+    assert.are.equal("uint8", tide.where(tide.tensor({ 256, 0 }, "int64"), u, v):dtype())
+  end)
+end)

@@ -348,10 +348,14 @@ end
 
 do
   local op = op_ids.where
-  --- where(condition, a, b): elements of a where condition is true, else of b.
+  --- where(condition, a, b): elements of a where condition is true (nonzero,
+  -- in any dtype), else of b.
   functions.where = function(cond, a, b)
     if not is_tensor(cond) then fail("where: argument 1 (condition) must be a tensor") end
     a, b = operand(a, "where", 2), operand(b, "where", 3)
+    -- the op converts the condition to the compute dtype: 0.5 into int64, or
+    -- 256 into uint8, would read as false
+    if cond:dtype() ~= "bool" then cond = cond:ne(0) end
     ins[0], ins[1], ins[2] = cond, a, b
     return run(op, 3, nil, nil)
   end
