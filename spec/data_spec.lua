@@ -35,6 +35,21 @@ local function is_permutation(list, n)
 end
 
 describe("tide.data.TensorDataset", function()
+  it("batches tensors on any device, each batch on its tensor's device", function()
+    local x = tide.arange(12):view(6, 2):to("cpu:1")
+    local y = tide.arange(6)   -- on the default device
+    local loader = data.DataLoader(data.TensorDataset(x, y), { batch_size = 4, shuffle = true, seed = 3 })
+    local rows = 0
+    for xb, yb in loader:iter() do
+      assert.are.equal("cpu:1", xb:device())
+      assert.are.equal(tide.get_default_device(), yb:device())
+      local ys, xs = yb:totable(), xb:totable()
+      for i = 1, #ys do assert.are.same({ 2 * ys[i], 2 * ys[i] + 1 }, xs[i]) end
+      rows = rows + yb:size(1)
+    end
+    assert.are.equal(6, rows)
+  end)
+
   it("gives the rows of each tensor, 1-based, and its length", function()
     local x, y = tide.arange(12):view(4, 3), tide.tensor({ 10, 20, 30, 40 }, "int64")
     local ds = data.TensorDataset(x, y)

@@ -15,10 +15,12 @@ local function on_dev(t, what)
 end
 
 describe("models on another device than the default", function()
+  local initial = tide.get_default_device()
   before_each(function()
-    assert.are_not.equal(DEV, tide.get_default_device())
+    tide.set_default_device("cpu")
     tide.manual_seed(1)
   end)
+  after_each(function() tide.set_default_device(initial) end)
 
   it("train a CNN with batch norm, dropout and every optimizer there", function()
     local model = nn.Sequential(
@@ -54,6 +56,11 @@ describe("models on another device than the default", function()
     end
     model:eval()
     on_dev(model(x), "eval output")
+    -- backward seeds its root's gradient on the root's device
+    local w = model:parameters()[1]
+    w.grad = nil
+    ;(w:sum() / w:detach():sum()):backward()
+    on_dev(w.grad, "gradient of a ratio")
   end)
 
   it("run attention, embeddings and the transformer layer there", function()

@@ -86,7 +86,7 @@ describe("engine", function()
     assert.are.equal("cpu:1", (t * 2):device())
     H.equal((t * 2):to("cpu"), { 0, 2, 4, 6 })
     assert.are.equal("cpu:0", tide.zeros(2, { device = "cpu:0" }):device())
-    assert.has_error(function() return tide.ones(2) + tide.ones(2):to("cpu:1") end,
+    assert.has_error(function() return tide.ones(2, { device = "cpu" }) + tide.ones(2):to("cpu:1") end,
       "add: input 2 is on cpu:1 but input 1 is on cpu")
     assert.has_error(function() tide.ones(2):to("cpu:99") end)
   end)
@@ -215,7 +215,26 @@ print("queued")
 end)
 
 describe("the default device", function()
-  after_each(function() tide.set_default_device("cpu") end)
+  local initial = tide.get_default_device()
+  before_each(function() tide.set_default_device("cpu") end)
+  after_each(function() tide.set_default_device(initial) end)
+
+  it("starts as TIDE_DEFAULT_DEVICE says, or cpu", function()
+    local tide_bin = (os.getenv("TIDE_LIBRARY") or ""):match("^(.*)/[^/]*$")
+    if not tide_bin then
+      print("\nskipped: TIDE_LIBRARY is not set, so the tide executable is not known")
+      return
+    end
+    local function run(env)
+      local p = assert(io.popen(env .. " " .. tide_bin .. "/tide -e 'print(require[[tide]].get_default_device())' 2>&1"))
+      local out = p:read("*a")
+      p:close()
+      return out
+    end
+    assert.are.equal("cpu\n", run("TIDE_DEFAULT_DEVICE="))
+    assert.are.equal("cpu:1\n", run("TIDE_DEFAULT_DEVICE=cpu:1"))
+    assert.matches("TIDE_DEFAULT_DEVICE: device: unknown device 'gpu:3'", run("TIDE_DEFAULT_DEVICE=gpu:3"), 1, true)
+  end)
 
   it("is where creation functions put tensors when their options name none", function()
     assert.are.equal("cpu", tide.get_default_device())

@@ -99,8 +99,12 @@ function TensorDataset._at(ds, i) return { TensorDataset.get(ds, i) } end
 --- The rows listed by `index` (an int64 tensor of 1-based indices) of every
 -- tensor: a list of new tensors, gathered by asynchronous index_select ops.
 function TensorDataset.gather(ds, index)
-  local r = {}
-  for k, t in ipairs(ds.tensors) do r[k] = t:index_select(1, index) end
+  local r, on = {}, { [index:device()] = index }   -- the index, on each tensor's device
+  for k, t in ipairs(ds.tensors) do
+    local dev = t:device()
+    on[dev] = on[dev] or index:to(dev)
+    r[k] = t:index_select(1, on[dev])
+  end
   r.n = #r
   return r
 end

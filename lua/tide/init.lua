@@ -410,6 +410,15 @@ function tide.set_default_device(name)
   local dv = ffi.new("tide_device")
   if C.tide_device_parse(name, dv) ~= 0 or C.tide_set_default_device(dv) ~= 0 then raise() end
 end
+-- TIDE_DEFAULT_DEVICE=cuda:0 starts the main thread with that default device:
+-- how a whole spec suite or script runs on a device unchanged.
+do
+  local name = os.getenv("TIDE_DEFAULT_DEVICE")
+  if name and name ~= "" then
+    local ok, err = pcall(tide.set_default_device, name)
+    if not ok then fail("TIDE_DEFAULT_DEVICE: " .. tostring(err):gsub("^.-: ", "", 1)) end
+  end
+end
 --- get_default_device(): the name of the default device.
 function tide.get_default_device()
   return ffi.string(C.tide_device_format(C.tide_get_default_device(), devname, 32))

@@ -239,7 +239,11 @@ static int fake_kernel_run(const tide_devcall * d) {
 }
 
 static tide_devkernel_fn fake_kernel(const char * op) {
-    return fake.no_kernels || tide_op_find(op) < 0 ? NULL : fake_kernel_run;
+    if (fake.no_kernels || tide_op_find(op) < 0) {
+        snprintf(fake.error, sizeof fake.error, "%s: the fake device was told to have no kernels", op);
+        return NULL;
+    }
+    return fake_kernel_run;
 }
 
 static int32_t fake_probe(char * reason, size_t n) {

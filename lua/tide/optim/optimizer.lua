@@ -252,13 +252,14 @@ function Optimizer:sync_hyperparameters()
 end
 
 --- The 0-d float64 tensors the update ops of group gi read, on device dev
--- (default "cpu"): a table key -> tensor, keys as in the class's hypers
+-- (default: that of the group's first parameter, the tensors its updates
+-- read): a table key -> tensor, keys as in the class's hypers
 -- ("lr", "momentum", "beta1", ...). Made on first use; kept in sync by
 -- sync_hyperparameters(). A compiled step reads them, so writing them (or
 -- setting the group's fields and calling sync_hyperparameters) changes what
 -- a replay does.
 -- @param gi the group's index (1-based)
--- @param dev a device name, "cpu" by default
+-- @param dev a device name; by default the group's first parameter's, else "cpu"
 -- @return table of 0-d tensors
 -- @usage local lr_t = opt:hyperparameter_tensors(1).lr
 function Optimizer:hyperparameter_tensors(gi, dev)
@@ -267,7 +268,7 @@ function Optimizer:hyperparameter_tensors(gi, dev)
     fail(string.format("%s: hyperparameter_tensors: no param group %s (there are %d)", self.name, fmt(gi),
       #self.param_groups))
   end
-  dev = dev or "cpu"
+  dev = dev or (group.params[1] and group.params[1]:device()) or "cpu"
   local rec = self._hy[group]
   if rec == nil or next(rec.values) == nil then self:sync_hyperparameters(); rec = self._hy[group] end
   local ts = rec.dev[dev]

@@ -637,8 +637,19 @@ static tide_status walk(int32_t n_roots, tide_tensor * const * roots, tide_tenso
         if (g) {
             tide_tensor_retain(g);
         } else {
-            g = tide_tensor_full(t->ndim, t->sizes, 1.0, t->dtype_id);
-            if (!g) { st = TIDE_E_OOM; break; }
+            /* ones on the root's own device (tide_tensor_full makes host tensors) */
+            tide_op_params p = g_params(t->ndim, t->sizes, 0, 0);
+            p.dtype          = t->dtype_id;
+            p.scalars[0]     = 1.0;
+            g                = NULL;
+            tide_tensor * ones = tide_tensor_empty(t->ndim, t->sizes, t->dtype_id, t->dev);
+            if (!ones) { st = TIDE_E_OOM; break; }
+            if ((st = tide_op_call(TIDE_OP_full, NULL, 0, &p, &g, ones)) != TIDE_OK) {
+                tide_tensor_release(ones);
+                break;
+            }
+            tide_tensor_release(g);
+            g = ones;
         }
         if (!t->ag_node) {   /* a leaf as root: its own gradient */
             tide_edge e = {NULL, t, 0};

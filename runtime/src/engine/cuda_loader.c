@@ -110,15 +110,28 @@ int  tide_cuda_allow_tf32(void) { return atomic_load_explicit(&allow_tf32, memor
 
 uint32_t tide_cuda_call_flags(void) { return tide_cuda_allow_tf32() ? TIDE_DEVCALL_ALLOW_TF32 : 0; }
 
+/* Why an op has no kernel, as the backend said when it was looked up. */
+static char no_kernel_why[TIDE_OP_COUNT_][192];
+
 tide_devkernel_fn tide_cuda_kernel(int32_t op) {
     if (op < 0 || op >= TIDE_OP_COUNT_ || !tide_cuda_api()) return NULL;
     uintptr_t k = atomic_load_explicit(&kernels[op], memory_order_acquire);
     if (!k) {   /* a race here only asks the backend twice */
         tide_devkernel_fn fn = api->kernel(tide_op_name(op));
+        if (!fn) {   /* the backend's words, without the op's name it starts with */
+            const char * why = api->error_text(), * name = tide_op_name(op);
+            size_t       n   = strlen(name);
+            if (strncmp(why, name, n) == 0 && why[n] == ':') why += n + 1 + (why[n + 1] == ' ');
+            snprintf(no_kernel_why[op], sizeof no_kernel_why[op], "%s", why);
+        }
         k = fn ? (uintptr_t)fn : 1;
         atomic_store_explicit(&kernels[op], k, memory_order_release);
     }
     return k == 1 ? NULL : (tide_devkernel_fn)k;
+}
+
+const char * tide_cuda_no_kernel_why(int32_t op) {
+    return op >= 0 && op < TIDE_OP_COUNT_ && atomic_load(&kernels[op]) == 1 ? no_kernel_why[op] : "";
 }
 
 /* cuda:`device` checked against what the backend found; `what` names the caller. */

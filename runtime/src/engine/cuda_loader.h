@@ -23,6 +23,8 @@ TIDE_INTERNAL void *              tide_cuda_stream(int32_t device);
 /* The backend's kernel for registry op `op`, or NULL when it has none
  * (or there is no backend); looked up once per op. */
 TIDE_INTERNAL tide_devkernel_fn   tide_cuda_kernel(int32_t op);
+/* After tide_cuda_kernel(op) found none: why, as the backend said ("" if it did not). */
+TIDE_INTERNAL const char *        tide_cuda_no_kernel_why(int32_t op);
 /* The settings an op enqueued now for a CUDA device takes along (TIDE_DEVCALL_*). */
 TIDE_INTERNAL uint32_t            tide_cuda_call_flags(void);
 /* Launches the op call c, whose results are on a CUDA device, on that

@@ -146,7 +146,8 @@ typedef struct tide_devapi {
     int (*pinned_free)(void * p);
 
     /* -- kernels -- */
-    /* The kernel of the registry op named `op`, or NULL when the backend has none. */
+    /* The kernel of the registry op named `op`, or NULL when the backend has
+     * none, with error_text saying why ("conv2d: cuDNN is not available (...)"). */
     tide_devkernel_fn (*kernel)(const char * op);
 
     /* -- between devices -- */

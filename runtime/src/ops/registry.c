@@ -431,9 +431,10 @@ tide_status tide_op_prepare(int32_t op, tide_tensor * const * inputs, int32_t n_
     if (TIDE_UNLIKELY(r->dev.type == TIDE_DEVICE_CUDA && !xdev)) {
         /* before the shape rule: some read their inputs' values on the host */
         if (!tide_cuda_kernel(op)) {
-            char d[32];
-            return tide_error_set(TIDE_E_DEVICE, "%s: no kernel for device %s in this build", e->def.name,
-                                  tide_device_format(r->dev, d, sizeof d));
+            char         d[32];
+            const char * why = tide_cuda_no_kernel_why(op);
+            return tide_error_set(TIDE_E_DEVICE, "%s: no kernel for device %s in this build%s%s", e->def.name,
+                                  tide_device_format(r->dev, d, sizeof d), why[0] ? ": " : "", why);
         }
         r->kernel    = cuda_not_direct;
         c->dev_flags = tide_cuda_call_flags();
@@ -502,6 +503,13 @@ tide_status tide_op_call(int32_t op, tide_tensor * const * inputs, int32_t n_in,
         }
     }
     if (e->def.flags & TIDE_OPF_RANDOM) tide_rng_reserve((uint64_t)c->out[0]->nelem, &c->rng_seed, &c->rng_offset);
+    if (!out && !final_out && n_in && (e->def.flags & TIDE_OPF_ELEMWISE)) {
+        /* arithmetic on host numbers alone (an autograd rule's 1 - w) makes a
+         * host number, which goes with tensors on any device as they did */
+        bool numbers = true;
+        for (int32_t i = 0; i < n_in && numbers; i++) numbers = (c->in[i]->flags & TIDE_TENSOR_WRAPPED_NUMBER) != 0;
+        if (numbers) c->out[0]->flags |= TIDE_TENSOR_WRAPPED_NUMBER;
+    }
 
     tide_storage * reads[TIDE_OP_MAX_IN], * writes[TIDE_OP_MAX_OUT];
     for (int32_t i = 0; i < n_in; i++) reads[i] = c->in[i]->storage;
