@@ -36,13 +36,22 @@ function C.flat(t)
   return r
 end
 
--- Asserts that g (on the device) equals c (on the host) in shape, dtype and values.
-function C.same(c, g, what)
+-- The float tolerance for dtype: tol's (a number, or a table of them per
+-- dtype) where it gives one, else C.TOL's.
+local function tolerance(dtype, tol)
+  if type(tol) == "table" then tol = tol[dtype] end
+  return tol or C.TOL[dtype] or 0
+end
+
+-- Asserts that g (on the device) equals c (on the host) in shape, dtype and
+-- values. tol (optional; see tolerance): for results that sum many products
+-- in another order, or by another method, than the CPU's (convolutions).
+function C.same(c, g, what, tol)
   assert.are.equal(C.DEV, g:device(), what)
   assert.are.same(c:size(), g:size(), what)
   assert.are.equal(c:dtype(), g:dtype(), what)
   local a, b = C.flat(c), C.flat(g)
-  local tol = C.TOL[c:dtype()] or 0
+  tol = tolerance(c:dtype(), tol)
   for i = 1, #a do
     local x, y = a[i], b[i]
     local ok
@@ -55,27 +64,51 @@ function C.same(c, g, what)
   end
 end
 
--- Inputs in every layout: name -> builder(dtype) of a host tensor.
+-- Host tensors that layouts() made, each with a function that makes the same
+-- values in the same layout on the device (x:to(DEV) would make them dense).
+local on_device = setmetatable({}, { __mode = "k" })
+
+--- x on the device: in x's own layout when layouts() made x, else dense.
+function C.to_dev(x)
+  local f = on_device[x]
+  if f then return f() end
+  return x:to(C.DEV)
+end
+
+-- Inputs in every layout: name -> a host tensor of dtype, which C.to_dev (and
+-- so C.both) gives the device in the same layout.
 function C.layouts(dtype)
   tide.manual_seed(11)
   local base = tide.randn(4, 5):mul(3)
   if C.EXACT[dtype] then base = base:round() end
   if dtype == "uint8" or dtype == "bool" then base = base:abs() end
-  return {
-    contiguous = base:to(dtype),
-    transposed = base:t():to(dtype),
-    strided = tide.randn(8, 5):mul(3):to(dtype):narrow(1, 2, 4),
+  base = base:to(dtype)
+  local big = tide.randn(4, 8):mul(3)
+  if C.EXACT[dtype] then big = big:round() end
+  if dtype == "uint8" or dtype == "bool" then big = big:abs() end
+  big = big:to(dtype)
+  local r = {
+    contiguous = base:clone(),
+    transposed = base:t(),
+    strided = big:narrow(2, 2, 5),   -- rows 8 apart
     empty = tide.zeros(0, 5):to(dtype),
     scalar = tide.tensor(2.5):to(dtype),
   }
+  on_device[r.transposed] = function() return base:to(C.DEV):t() end
+  on_device[r.strided] = function() return big:to(C.DEV):narrow(2, 2, 5) end
+  return r
 end
 
 -- f(inputs...) on both devices for inputs given on the host.
-function C.both(f, what, ...)
+function C.both(f, what, ...) C.both_within(nil, f, what, ...) end
+
+-- C.both with the tolerance tol (a number, or a table of them per dtype)
+-- instead of C.TOL's.
+function C.both_within(tol, f, what, ...)
   local host, dev = { ... }, {}
-  for i, x in ipairs(host) do dev[i] = type(x) == "table" and x or (tide.is_tensor(x) and x:to(C.DEV) or x) end
+  for i, x in ipairs(host) do dev[i] = type(x) == "table" and x or (tide.is_tensor(x) and C.to_dev(x) or x) end
   local c, g = f(unpack(host)), f(unpack(dev))
-  C.same(c, g, what)
+  C.same(c, g, what, tol)
 end
 
 return C

@@ -4,11 +4,15 @@
  * so that one libtide runs with or without a GPU and its driver. It exports
  * one symbol, the table of engine/device.h over the CUDA runtime: devices,
  * memory, streams, events, host callbacks, copies and pinned memory, and the
- * op kernels, which live beside this file (one list per file, common.cuh).
- * Caching, ordering and policy are libtide's.
+ * op kernels, which live beside this file (one list per file, common.cuh),
+ * except those on cuDNN: libtide_cudnn.so (runtime/src/cudnn/), loaded on
+ * first need so that this library runs where cuDNN is missing. Caching,
+ * ordering and policy are libtide's.
  */
 #include "common.cuh"
+#include "cudnn/cudnn_kernels.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -51,6 +55,15 @@ int launched(const tide_devcall * c) {
     cudaError_t err = cudaGetLastError();
     if (err == cudaSuccess) return TIDE_DEVAPI_OK;
     return set_error(TIDE_DEVAPI_ERROR, "launching the %s kernel failed: %s (%s)", c->op, cudaGetErrorString(err),
+                     cudaGetErrorName(err));
+}
+
+int checked(const tide_devcall * c, cudaError_t err, const char * what) {
+    if (err == cudaSuccess) return TIDE_DEVAPI_OK;
+    cudaGetLastError();
+    if (err == cudaErrorMemoryAllocation)
+        return set_error(TIDE_DEVAPI_OOM, "%s: %s: out of device memory", c->op, what);
+    return set_error(TIDE_DEVAPI_ERROR, "%s: %s failed: %s (%s)", c->op, what, cudaGetErrorString(err),
                      cudaGetErrorName(err));
 }
 
@@ -219,11 +232,65 @@ int pinned_free(void * p) { return fail(cudaFreeHost(p), "cudaFreeHost"); }
 const kernel_entry * const kernel_lists[] = {ew_kernels,     reduce_kernels, blas_kernels,
                                                random_kernels, index_kernels,  pool_kernels};
 
-tide_devkernel_fn kernel(const char * op) {
+/* This library's own kernel of op, or NULL. */
+tide_devkernel_fn own_kernel(const char * op) {
     for (const kernel_entry * list : kernel_lists)
         for (const kernel_entry * k = list; k->name; k++)
             if (strcmp(k->name, op) == 0) return k->fn;
     return nullptr;
+}
+
+/* -- the cuDNN kernels: libtide_cudnn.so (runtime/src/cudnn/), beside this library -- */
+
+/* Loaded the first time a name is not in the lists above, so that this
+ * library loads and runs where cuDNN is missing; kept for the process once
+ * loaded (its kernels may be running). */
+pthread_once_t           cudnn_once = PTHREAD_ONCE_INIT;
+const tide_cudnn_table * cudnn_table;
+char                     cudnn_why[5120];   /* why it is not there, once tried: room for a path and a message */
+
+const tide_cudnn_hooks cudnn_hooks = {TIDE_CUDNN_VERSION, TIDE_DEVAPI_VERSION, set_error, use, own_kernel};
+
+void load_cudnn() {
+    char    path[4096];
+    Dl_info info;   /* the folder this library was loaded from */
+    if (dladdr((void *)own_kernel, &info) && info.dli_fname && strrchr(info.dli_fname, '/')) {
+        snprintf(path, sizeof path, "%s", info.dli_fname);
+        char * slash = strrchr(path, '/');
+        snprintf(slash + 1, sizeof path - (size_t)(slash + 1 - path), "%s", TIDE_CUDNN_LIBRARY);
+    } else {
+        snprintf(path, sizeof path, "%s", TIDE_CUDNN_LIBRARY);   /* the loader's search path */
+    }
+    void * lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        const char * e = dlerror();
+        snprintf(cudnn_why, sizeof cudnn_why, "%s", e ? e : path);
+        return;
+    }
+    tide_cudnn_kernels_fn get = (tide_cudnn_kernels_fn)dlsym(lib, TIDE_CUDNN_SYMBOL);
+    const tide_cudnn_table * t = get ? get(TIDE_CUDNN_VERSION, &cudnn_hooks) : nullptr;
+    if (!t || t->version != TIDE_CUDNN_VERSION) {
+        if (get) snprintf(cudnn_why, sizeof cudnn_why, "%s was built for another version of libtide_cuda", path);
+        else snprintf(cudnn_why, sizeof cudnn_why, "%s has no %s", path, TIDE_CUDNN_SYMBOL);
+        dlclose(lib);   /* nothing of it was used */
+        return;
+    }
+    cudnn_table = t;
+}
+
+/* Looks in this library's lists, then in libtide_cudnn's. With NULL,
+ * error_text on the calling thread says why: no such kernel, or libtide_cudnn
+ * could not be loaded and why. */
+tide_devkernel_fn kernel(const char * op) {
+    if (tide_devkernel_fn fn = own_kernel(op)) return fn;
+    pthread_once(&cudnn_once, load_cudnn);
+    if (!cudnn_table) {
+        set_error(TIDE_DEVAPI_ERROR, "%s: cuDNN is not available (%s)", op, cudnn_why);
+        return nullptr;
+    }
+    tide_devkernel_fn fn = cudnn_table->kernel(op);
+    if (!fn) set_error(TIDE_DEVAPI_ERROR, "%s: neither libtide_cuda nor libtide_cudnn has a kernel for it", op);
+    return fn;
 }
 
 const tide_devapi table = {

@@ -33,6 +33,9 @@ int fail(cudaError_t err, const char * what);
 int use(int32_t dev);
 /* The result of the launches just made for c: the launch error, if any, named by c's op. */
 int launched(const tide_devcall * c);
+/* The status of a runtime call (a memset, a copy, CUB) made for c: its error
+ * is cleared, or launched() would report it again for the next op. */
+int checked(const tide_devcall * c, cudaError_t err, const char * what);
 /* The error for a dtype a kernel has no instance for (the registry's accepted sets should prevent it). */
 int no_dtype(const tide_devcall * c, int32_t dtype);
 
@@ -190,6 +193,35 @@ __device__ inline void offsets(const Shape & shape, const Operand * ops, I i, in
         i      = d ? i / size : 0;
         for (int32_t k = 0; k < N; k++) off[k] += (int64_t)idx * ops[k].strides[d];
     }
+}
+
+/* Up to N operands, passed to a kernel by value. */
+template <int N> struct Operands {
+    Operand o[N];
+};
+
+/* offsets() with the loop over dims unrolled to TIDE_MAX_DIMS: there the
+ * runtime bound makes ptxas copy the Shape to a local-memory stack frame (80
+ * bytes, read back on every element); here every index is a constant. */
+template <int N, typename I>
+__device__ inline void offsets_of(const Shape & s, const Operand * ops, I i, int64_t * off) {
+    for (int k = 0; k < N; k++) off[k] = 0;
+#pragma unroll
+    for (int d = TIDE_MAX_DIMS - 1; d >= 0; d--) {
+        if (d >= s.ndim) continue;
+        I size = (I)s.sizes[d];
+        I idx  = d ? i % size : i;
+        i      = d ? i / size : 0;
+        for (int k = 0; k < N; k++) off[k] += (int64_t)idx * ops[k].strides[d];
+    }
+}
+
+/* Whether a and b are the same view of the same memory. */
+inline bool same_view(const tide_devtensor & a, const tide_devtensor & b) {
+    if (a.data != b.data || a.dtype != b.dtype || a.ndim != b.ndim) return false;
+    for (int32_t d = 0; d < a.ndim; d++)
+        if (a.sizes[d] != b.sizes[d] || a.strides[d] != b.strides[d]) return false;
+    return true;
 }
 
 /* Operand k's value at offset `off` as T (its host number when it has no data). */

@@ -406,30 +406,11 @@ struct Quaternary {
 
 /* -- the elementwise kernels --------------------------------------------------------------------- */
 
-template <int N> struct Operands {
-    Operand o[N];
-};
-
 template <int N, typename F, typename T> __device__ inline auto call(const F & f, const T * a) {
     if constexpr (N == 1) return f(a[0]);
     else if constexpr (N == 2) return f(a[0], a[1]);
     else if constexpr (N == 3) return f(a[0], a[1], a[2]);
     else return f(a[0], a[1], a[2], a[3]);
-}
-
-/* common.cuh's offsets(), with the loop over dims unrolled to TIDE_MAX_DIMS: there
- * the runtime bound makes ptxas copy the Shape to a local-memory stack frame (80
- * bytes, read back on every element); here every index is a constant. */
-template <int N, typename I> __device__ inline void offsets_of(const Shape & s, const Operand * ops, I i, int64_t * off) {
-    for (int k = 0; k < N; k++) off[k] = 0;
-#pragma unroll
-    for (int d = TIDE_MAX_DIMS - 1; d >= 0; d--) {
-        if (d >= s.ndim) continue;
-        I size = (I)s.sizes[d];
-        I idx  = d ? i % size : i;
-        i      = d ? i / size : 0;
-        for (int k = 0; k < N; k++) off[k] += (int64_t)idx * ops[k].strides[d];
-    }
 }
 
 /* Elements per thread and iteration of the dense kernel: 16 bytes of input, or 4. */
@@ -749,15 +730,6 @@ template <typename E> __global__ void __launch_bounds__(THREADS) fill_kernel(E *
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) p[i] = v;
 }
 
-/* The status of a runtime call made for c; its error is cleared, or launched()
- * would report it again for the next op. */
-int checked(const tide_devcall * c, cudaError_t err, const char * what) {
-    if (err == cudaSuccess) return TIDE_DEVAPI_OK;
-    cudaGetLastError();
-    return set_error(TIDE_DEVAPI_ERROR, "%s: %s failed: %s (%s)", c->op, what, cudaGetErrorString(err),
-                     cudaGetErrorName(err));
-}
-
 template <typename E, typename I> void launch_move(const Shape & s, const Operands<2> & ops, cudaStream_t st) {
     move_kernel<E, I><<<blocks_for(s.nelem), THREADS, 0, st>>>(s, ops);
 }
@@ -843,13 +815,6 @@ tide_devtensor view(const tide_devtensor & t, int32_t ndim, const int64_t * size
     return v;
 }
 
-bool same_view(const tide_devtensor & a, const tide_devtensor & b) {
-    if (a.data != b.data || a.dtype != b.dtype || a.ndim != b.ndim) return false;
-    for (int32_t d = 0; d < a.ndim; d++)
-        if (a.sizes[d] != b.sizes[d] || a.strides[d] != b.strides[d]) return false;
-    return true;
-}
-
 /* "[2,3]", as tide_dims_str writes shapes in messages. */
 const char * dims_str(const tide_devtensor & t, char * buf, size_t n) {
     size_t used = (size_t)snprintf(buf, n, "[");
@@ -866,9 +831,10 @@ int k_copy(const tide_devcall * c) {
     return copy_into(c, c->out[0], c->in[0], c->compute_dtype);
 }
 
-/* flip: a copy of x viewed with negative strides along the flipped dims. The
- * dims are checked here, as shape.c's kernel does (ops.def gives flip the
- * `first` shape rule, which does not). */
+/* flip: a copy of x viewed with negative strides along the flipped dims.
+ * shape.c's `flip` rule has checked the dims and made them 0-based and
+ * distinct; they are checked again here only as a guard against a caller
+ * that skipped the registry. */
 int k_flip(const tide_devcall * c) {
     if (int rc = use(c->dev)) return rc;
     const tide_devtensor & x = c->in[0];

@@ -326,15 +326,6 @@ template <typename F> int dispatch(const tide_devcall * c, F && f) {
     }
 }
 
-/* The status of a runtime call made for c; its error is cleared, or launched()
- * would report it again for the next op (as ew.cu's checked). */
-int checked(const tide_devcall * c, cudaError_t err, const char * what) {
-    if (err == cudaSuccess) return TIDE_DEVAPI_OK;
-    cudaGetLastError();
-    return set_error(TIDE_DEVAPI_ERROR, "%s: %s failed: %s (%s)", c->op, what, cudaGetErrorString(err),
-                     cudaGetErrorName(err));
-}
-
 /* A job reading x (forward: the input, backward: grad_output) into y, the
  * input's plane h x w and the output's oh x ow. */
 Job job_of(const tide_devtensor & x, const tide_devtensor & y, int64_t c, int64_t h, int64_t w, int64_t oh,

@@ -308,10 +308,6 @@ inline Span span_of(const tide_devcall * c, int64_t n) {
     return s;
 }
 
-template <int N> struct Operands {
-    Operand o[N];
-};
-
 /* out[g] = gen's value of stream element offset + g, at g's strided offset in out. */
 template <typename I, typename Gen>
 __global__ void __launch_bounds__(THREADS)
