@@ -10,7 +10,7 @@ BUILD    ?= build
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 BUSTED   := luajit /usr/bin/busted
 
-.PHONY: all deps build install demo test test-c test-specs test-asan test-tsan bench sz clean
+.PHONY: all deps build install demo test test-c test-specs test-asan test-tsan bench bench-cuda sz clean
 PREFIX   ?= /usr/local
 
 all: build
@@ -65,6 +65,11 @@ bench: build
 	$(BUILD)/tide bench/conv_bench.lua
 	$(BUILD)/tide bench/train_bench.lua
 	$(BUILD)/tide bench/jit_bench.lua
+
+# The GPU figures (bench/cuda_bench.lua), each next to cuBLAS called directly
+# (tide_cuda_ref) and PyTorch on the same GPU; says why and exits 0 without one.
+bench-cuda: build
+	$(BUILD)/tide bench/cuda_bench.lua
 
 sz:
 	@for d in runtime/include runtime/src/core runtime/src/ops runtime/src/engine runtime/src/autograd runtime/src/graph runtime/src/io bindings lua/tide repl spec; do \
