@@ -108,6 +108,13 @@ static void test_stream_order_and_host_waits(void) {
     CHECK(tide_sync() == TIDE_OK);
 }
 
+static tide_op_params params(void) {
+    tide_op_params p;
+    memset(&p, 0, sizeof p);
+    p.dtype = -1;
+    return p;
+}
+
 static void test_errors(void) {
     tide_device dev;
     CHECK(tide_device_parse("cuda", &dev) == TIDE_OK && dev.type == TIDE_DEVICE_CUDA && dev.index == 0);
@@ -131,6 +138,14 @@ static void test_errors(void) {
     CHECK(tide_tensor_empty(1, big, TIDE_DTYPE_F32, CUDA0) == NULL);
     CHECK(strstr(tide_last_error(), "out of memory: could not allocate 80.0 MiB (83886080 bytes) on cuda:0, which "
                                     "has ") == tide_last_error());
+    /* an op's result more than the device has: refused at the call, not when it runs */
+    tide_op_params fp = params();
+    fp.ints[0] = big[0], fp.n_ints = 1, fp.dtype = TIDE_DTYPE_F32;
+    tide_set_default_device(CUDA0);
+    CHECK(tide_op_call(tide_op_find("full"), NULL, 0, &fp, out, NULL) == TIDE_E_OOM);
+    CHECK(strstr(tide_last_error(), "full: out of memory: could not allocate 80.0 MiB (83886080 bytes) on cuda:0, which "
+                                    "has 64.0 MiB in all") == tide_last_error());
+    tide_set_default_device(CPU);
     tide_tensor_release(dt);
     tide_tensor_release(xt);
     tide_tensor_release(d);
@@ -143,13 +158,6 @@ static void test_errors(void) {
 static tide_tensor * op1(const char * name, tide_tensor ** in, int32_t n, const tide_op_params * p) {
     tide_tensor * out[TIDE_OP_MAX_OUT] = {NULL};
     return tide_op_call(tide_op_find(name), in, n, p, out, NULL) == TIDE_OK ? out[0] : NULL;
-}
-
-static tide_op_params params(void) {
-    tide_op_params p;
-    memset(&p, 0, sizeof p);
-    p.dtype = -1;
-    return p;
 }
 
 /* Registry ops on the device: the fake backend's kernels are the CPU ones

@@ -69,6 +69,10 @@ tide_storage * tide_storage_new_deferred(size_t nbytes, tide_device dev) {
         oom(nbytes);
         return NULL;
     }
+    if (dev.type == TIDE_DEVICE_CUDA) {
+        tide_devalloc * a = tide_cuda_allocator(dev.index);
+        if (!a || tide_devalloc_check_size(a, nbytes) != TIDE_OK) return NULL;
+    }
     return make(nbytes, dev, true);
 }
 

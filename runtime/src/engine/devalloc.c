@@ -54,6 +54,7 @@ struct tide_devalloc {
     void **             spare_events;  /* recorded and done: reused for the next free */
     size_t              n_spare, cap_spare;
     tide_devmem_stats   st;
+    atomic_size_t       total;         /* the device's memory, once asked (tide_devalloc_check_size) */
 };
 
 static bool grow(void ** v, size_t * cap, size_t need, size_t elem) {
@@ -204,6 +205,21 @@ static void release_cached(tide_devalloc * a) {
         }
         p->n = keep;
     }
+}
+
+tide_status tide_devalloc_check_size(tide_devalloc * a, size_t nbytes) {
+    size_t total = atomic_load_explicit(&a->total, memory_order_relaxed);
+    if (!total) {
+        size_t f = 0, t = 0;
+        total = a->api->mem_info(a->dev, &f, &t) == TIDE_DEVAPI_OK && t ? t : SIZE_MAX;
+        atomic_store_explicit(&a->total, total, memory_order_relaxed);
+    }
+    if (nbytes <= total) return TIDE_OK;
+    char req[32], all[32];
+    human((double)nbytes, req, sizeof req);
+    human((double)total, all, sizeof all);
+    return tide_error_set(TIDE_E_OOM, "out of memory: could not allocate %s (%zu bytes) on %s, which has %s in all",
+                          req, nbytes, a->name, all);
 }
 
 /* A new segment from the device, freeing the cache and retrying once when it is

@@ -27,6 +27,10 @@ TIDE_INTERNAL void            tide_devalloc_free_all(tide_devalloc * a);
  * and the request retried once; the error then names the request, what the
  * device has free and what Tide holds. Thread-safe. */
 TIDE_INTERNAL tide_devblock * tide_devalloc_alloc(tide_devalloc * a, size_t nbytes, void * stream);
+/* TIDE_E_OOM, with the allocator's message, when nbytes is more than the
+ * device has in all: a request that could never be met, refused when it is
+ * made rather than when the op that was to fill it runs. */
+TIDE_INTERNAL tide_status     tide_devalloc_check_size(tide_devalloc * a, size_t nbytes);
 TIDE_INTERNAL void *          tide_devblock_ptr(const tide_devblock * b);
 /* Notes that work on `stream`, another than the block's own, uses the block:
  * when it is freed, it is reused only after that work is done (an event
