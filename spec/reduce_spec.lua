@@ -273,12 +273,13 @@ describe("reductions", function()
     assert.same({ 0 }, e:argmax(2):shape())
     assert.same({ 0, 3 }, e:cumsum(1):shape())
     assert.same({ 0, 3 }, e:softmax(2):shape())
+    -- refused at the call (no sync needed), on every device
     for _, op in ipairs { "amax", "amin", "argmax", "argmin" } do
-      assert.has_error(sync(function() return e[op](e) end), op .. ": cannot reduce over an empty dimension of size 0")
-      assert.has_error(sync(function() return e[op](e, 1) end), op .. ": cannot reduce over an empty dimension of size 0")
+      assert.has_error(function() return e[op](e) end, op .. ": cannot reduce over an empty dimension of size 0")
+      assert.has_error(function() return e[op](e, 1) end, op .. ": cannot reduce over an empty dimension of size 0")
     end
-    assert.has_error(sync(function() return e:max(1) end), "max_dim: cannot reduce over an empty dimension of size 0")
-    assert.has_error(sync(function() return e:min(1) end), "min_dim: cannot reduce over an empty dimension of size 0")
+    assert.has_error(function() return e:max(1) end, "max_dim: cannot reduce over an empty dimension of size 0")
+    assert.has_error(function() return e:min(1) end, "min_dim: cannot reduce over an empty dimension of size 0")
   end)
 
   it("sums large float32 tensors accurately", function()

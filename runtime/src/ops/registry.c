@@ -238,6 +238,17 @@ tide_status tide_shape_reduce(tide_opcall * c, tide_shape_out * o) {
     }
     c->p.n_ints = k;
     o->ndim[0]  = n;
+    /* an extreme (max, min, their indices) of no elements does not exist: refused
+     * here, at the call, on every device, rather than by the kernel */
+    int32_t id = c->op;
+    if (id == TIDE_OP_amax || id == TIDE_OP_amin || id == TIDE_OP_max_dim || id == TIDE_OP_min_dim ||
+        id == TIDE_OP_argmax || id == TIDE_OP_argmin) {
+        int64_t count = 1;
+        for (int32_t d = 0; d < x->ndim; d++)
+            if (reduced[d]) count *= x->sizes[d];
+        if (count == 0)
+            return tide_error_set(TIDE_E_SHAPE, "%s: cannot reduce over an empty dimension of size 0", op);
+    }
     for (int32_t i = 1; i < c->n_out; i++) {
         o->ndim[i] = n;
         memcpy(o->sizes[i], o->sizes[0], sizeof o->sizes[0]);
