@@ -16,6 +16,12 @@ end
 
 describe("models on another device than the default", function()
   local initial = tide.get_default_device()
+  if DEV:match("^cuda") and not tide.cuda.is_available() then
+    it("(skipped)", function()
+      print(("\nskipped: TIDE_SPEC_DEVICE=%s: %s"):format(DEV, select(2, tide.cuda.is_available())))
+    end)
+    return
+  end
   before_each(function()
     tide.set_default_device("cpu")
     tide.manual_seed(1)

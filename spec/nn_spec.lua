@@ -234,6 +234,15 @@ describe("nn.Module", function()
       model:to("cpu:0")
       assert.are.equal("cpu:0", model[3].running_var:device())
       assert.has_error(function() model:to("nowhere") end, "to: 'nowhere' is neither a dtype nor a device")
+      -- a device that is not here says why
+      assert.has_error(function() model:to("cpu:999") end)
+      local ok, err = pcall(function() model:to("cpu:999") end)
+      assert.is_false(ok)
+      assert.matches("^.-: to: device: 'cpu:999'", err)
+      if not tide.cuda.is_available() then
+        ok, err = pcall(function() model:to("cuda:0") end)
+        assert.matches("to: device: 'cuda:0': CUDA is not available: ", err, 1, true)
+      end
     end)
   end)
 

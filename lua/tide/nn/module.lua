@@ -530,7 +530,10 @@ local function to_args(...)
     if pcall(T.dtype_id, x) then
       dtype = x
     else
-      local ok = pcall(function() return require("tide").empty(0, { device = x }) end)
+      local ok, err = pcall(function() return require("tide").empty(0, { device = x }) end)
+      if not ok and (x:match("^cuda") or x:match("^cpu")) then
+        fail("to: " .. tostring(err):gsub("^.-:%d+: ", "", 1))   -- a device, but not one here: say why
+      end
       if not ok then fail(string.format("to: '%s' is neither a dtype nor a device", x)) end
       device = x
     end
