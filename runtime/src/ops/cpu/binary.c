@@ -100,7 +100,21 @@ static int64_t ipow(int64_t a, int64_t b) {
 BIN_LOOP(pow_f32, float, float, powf(a, b))
 BIN_LOOP(pow_f64, double, double, pow(a, b))
 GEN_I(BIN_LOOP, pow, ipow(a, b))
-KERNEL(pow, LOOPS_F(pow), LOOPS_I(pow))
+const tide_ew_loop tide_loops_pow[TIDE_DTYPE_COUNT] = {LOOPS_F(pow), LOOPS_I(pow)};
+
+/* x ^ 2 (squares in losses and variances) as x * x: the exact square rounded
+ * once, which is what powf/pow return too, without a library call an element. */
+UN_LOOP(square_f32, float, float, a * a)
+UN_LOOP(square_f64, double, double, a * a)
+
+tide_status tide_cpu_pow(const tide_opcall * c) {
+    static const tide_ew_loop square[TIDE_DTYPE_COUNT] = {LOOPS_F(square)};
+    const tide_tensor *       e = c->in[1];
+    if (tide_dtype_is_float(c->compute_dtype) && e->nelem == 1 &&
+        tide_load_double(tide_tensor_ptr(e), e->dtype_id) == 2.0)
+        return tide_ew_run(c, square, -1);
+    return tide_ew_run(c, tide_loops_pow, -1);
+}
 
 /* fmod and remainder of integers by zero are 0 (PyTorch raises; a kernel must not trap). */
 BIN_LOOP(fmod_f32, float, float, fmodf(a, b))
