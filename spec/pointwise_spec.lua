@@ -424,22 +424,21 @@ describe("where", function()
 end)
 
 describe("pow", function()
-  it("squares as x * x: the exact square rounded once, within an ulp of the library's pow", function()
+  it("squares as x * x, the exact square rounded once, on every path", function()
     tide.manual_seed(7)
     for _, dt in ipairs { "float32", "float64" } do
       local x = tide.cat({ tide.randn(1000):mul(1e3),
         tide.tensor({ 0, -0.0, 1 / 0, -1 / 0, 0 / 0, 1e-40, -1e-300, 3e38, 1e200, 2 ^ 0.5 }) }):to(dt)
       local fast = x:pow(2)                                  -- a one-element exponent: the square path
-      local lib = x:pow(tide.full(x:shape(), 2, dt))         -- an exponent per element: powf / pow
+      local lib = x:pow(tide.full(x:shape(), 2, dt))         -- an exponent per element: the general loop
       -- float32: the square of a float is exact in float64, so rounding it once gives the answer
       local exact = dt == "float32" and (x:double() * x:double()):float() or x * x
       local a, b, e = fast:totable(), lib:totable(), exact:totable()
-      local ulp = dt == "float32" and 2 ^ -23 or 2 ^ -52
       for i = 1, #a do
         local same = a[i] == e[i] or (a[i] ~= a[i] and e[i] ~= e[i])
         assert(same, ("%s element %d: %.17g, the rounded square is %.17g"):format(dt, i, a[i], e[i]))
-        local near = a[i] == b[i] or (a[i] ~= a[i] and b[i] ~= b[i]) or math.abs(a[i] - b[i]) <= ulp * math.abs(b[i])
-        assert(near, ("%s element %d: %.17g, the library's pow gives %.17g"):format(dt, i, a[i], b[i]))
+        same = a[i] == b[i] or (a[i] ~= a[i] and b[i] ~= b[i])
+        assert(same, ("%s element %d: %.17g by the square path, %.17g by the general loop"):format(dt, i, a[i], b[i]))
       end
       H.equal(tide.tensor({ -3, 0.5 }, dt):pow(tide.tensor(2, "int64")), { 9, 0.25 })
     end

@@ -97,8 +97,10 @@ static int64_t ipow(int64_t a, int64_t b) {
     }
     return (int64_t)r;
 }
-BIN_LOOP(pow_f32, float, float, powf(a, b))
-BIN_LOOP(pow_f64, double, double, pow(a, b))
+/* b == 2 squares, as tide_cpu_pow's fast path below does, so that every path
+ * (a tensor of exponents, a fused chain of a compiled graph) gives the same bits. */
+BIN_LOOP(pow_f32, float, float, b == 2.0f ? a * a : powf(a, b))
+BIN_LOOP(pow_f64, double, double, b == 2.0 ? a * a : pow(a, b))
 GEN_I(BIN_LOOP, pow, ipow(a, b))
 const tide_ew_loop tide_loops_pow[TIDE_DTYPE_COUNT] = {LOOPS_F(pow), LOOPS_I(pow)};
 
