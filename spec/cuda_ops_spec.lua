@@ -38,6 +38,9 @@ describe("CUDA kernels against the CPU's", function()
         end
       end
     end
+    for _, dt in ipairs { "float32", "float64" } do   -- squares are x * x on both devices, to the bit
+      both(function(a) return a:pow(2) end, "pow 2 " .. dt, layouts(dt).strided)
+    end
     both(function(a, b) return a + b end, "int32 + float32", layouts("int32").contiguous, layouts("float32").contiguous)
     both(function(a, b) return tide.where(a:gt(0), a, b) end, "where", layouts("float32").contiguous,
       layouts("float32").transposed:t())
