@@ -35,7 +35,8 @@ static struct {
     int64_t         n_pinned;        /* pinned allocations made */
     int32_t         n_devices;       /* probe's count (0 taken as 1; set before tide_cuda_use_backend) */
     int64_t         n_peer;          /* copies between devices */
-} fake = {PTHREAD_MUTEX_INITIALIZER, 64 << 20, 0, 0, 0, 0, "", 0, 0, 0, 0, 0, 0};
+    int64_t         n_callbacks;     /* host callbacks queued */
+} fake = {PTHREAD_MUTEX_INITIALIZER, 64 << 20, 0, 0, 0, 0, "", 0, 0, 0, 0, 0, 0, 0};
 
 /* Each allocation is preceded by its size, to give `used` back on free. */
 static int fake_mem_alloc(int32_t dev, size_t n, void ** out) {
@@ -146,6 +147,7 @@ static int fake_host_callback(int32_t dev, void * s, void (*fn)(void *), void * 
         snprintf(fake.error, sizeof fake.error, "fake: too many callbacks on one stream");
         return TIDE_DEVAPI_ERROR;
     }
+    fake.n_callbacks++;
     st->cb[st->n_cb].at  = st->queued;
     st->cb[st->n_cb].fn  = fn;
     st->cb[st->n_cb].arg = arg;

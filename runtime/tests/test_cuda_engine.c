@@ -10,6 +10,9 @@
 #include "engine/cuda_loader.h"
 #include "fake_device.h"
 
+#include <sched.h>
+#include <stdatomic.h>
+
 #include <time.h>
 
 static const tide_device CPU = {TIDE_DEVICE_CPU, -1}, CUDA0 = {TIDE_DEVICE_CUDA, 0};
@@ -294,6 +297,40 @@ static void test_sync_mode(void) {
     tide_tensor_release(h);
 }
 
+/* A host task that holds its storage until the test opens the gate. */
+static atomic_int gate_open;
+static tide_status gate_fn(void * ctx) {
+    (void)ctx;
+    while (!atomic_load(&gate_open)) sched_yield();
+    return TIDE_OK;
+}
+
+/* Ops that become ready together launch as a burst with one host callback
+ * after the burst (at most every 64 ops), not one each; all finish in order. */
+static void test_bursts(void) {
+    fake.autorun      = 1;
+    tide_tensor * x   = iota(2, 3), * d = tide_tensor_to(x, -1, CUDA0, 0);
+    CHECK(tide_sync() == TIDE_OK);
+    /* a host task writing d's storage holds the device ops that read it back */
+    atomic_store(&gate_open, 0);
+    tide_engine_task gate = {gate_fn, NULL, 0, NULL, NULL, "gate", 1, NULL, NULL};
+    CHECK(tide_engine_push(&gate, NULL, 0, &d->storage, 1, (tide_device){TIDE_DEVICE_CPU, 0}) == TIDE_OK);
+    tide_tensor * r[100];
+    for (int i = 0; i < 100; i++) r[i] = op1("neg", &d, 1, NULL);
+    int64_t callbacks = fake.n_callbacks, kernels = fake.n_kernels;
+    atomic_store(&gate_open, 1);
+    CHECK(tide_sync() == TIDE_OK);
+    CHECK(fake.n_kernels - kernels == 100);
+    CHECK(fake.n_callbacks - callbacks <= 4);   /* 100 ops: two full bursts of 64 at most, and the rest */
+    for (int i = 0; i < 100; i++) {
+        CHECK(r[i] && at(r[i], 5) == -5.5);
+        tide_tensor_release(r[i]);
+    }
+    tide_tensor_release(d);
+    tide_tensor_release(x);
+    CHECK(tide_sync() == TIDE_OK);
+}
+
 /* Two devices: copies between them move bytes on the destination's stream;
  * a strided or converted source is made dense on its own device first. */
 static void test_two_devices(void) {
@@ -344,6 +381,7 @@ int main(void) {
     test_sync_mode();
     test_kernels();
     test_kernel_errors();
+    test_bursts();
     test_two_devices();
     CHECK(tide_sync() == TIDE_OK);
     tide_cuda_use_backend(NULL);

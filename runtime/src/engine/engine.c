@@ -63,12 +63,16 @@ typedef struct op {
     dep *            deps;      /* in the same block, after the payload */
     tide_storage **  storages;  /* deps[i].s, for execute() */
     struct op *      next;      /* in the device queue */
+    struct op *      covered;   /* launched before it on its stream, done when it is (device_worker) */
+    struct op *      inflight_next;
     _Alignas(16) char payload[];
 } op;
 
 typedef struct {
     op *      head, * tail;
     op *      done_head, * done_tail;   /* a CUDA queue's launched ops that its device has done */
+    op *      inflight_head, * inflight_tail;   /* launched, no host callback after them yet */
+    int32_t   n_inflight;
     int32_t   cuda;                     /* the CUDA device of a CUDA queue, else -1 */
     pthread_t thread;
     bool      started;
@@ -485,10 +489,21 @@ static void device_done(void * arg) {
     pthread_mutex_unlock(&lock);
 }
 
-/* Runs a device task's completion step; a failure poisons what it writes. */
-static tide_status complete(const tide_engine_task * t, int32_t id, tide_storage * const * writes, int32_t n_writes) {
-    if (!t->complete) return TIDE_OK;
-    tide_status st = t->complete(t->ctx);
+/* Runs a device task's completion step; a failure poisons what it writes.
+ * So does an input that an op launched before it on the same stream poisoned
+ * at its own completion (an index out of range, found on the device): the
+ * task ran after it on the stream, from what it left. Completions run in
+ * launch order, so that poison is there by now. */
+static tide_status complete(const tide_engine_task * t, int32_t id, tide_storage * const * writes, int32_t n_writes,
+                            tide_storage * const * reads, int32_t n_reads) {
+    tide_status st = t->complete ? t->complete(t->ctx) : TIDE_OK;
+    for (int32_t i = 0; i < n_reads && st == TIDE_OK; i++) {
+        if (atomic_load(&reads[i]->poisoned)) {
+            st = (tide_status)atomic_load(&reads[i]->poisoned);
+            tide_error_set(st, "%s: an input comes from a failed op: %s", t->name,
+                           reads[i]->poison_msg ? reads[i]->poison_msg : "?");
+        }
+    }
     if (st != TIDE_OK) {
         char msg[1024], where[128];
         origin_of(id, where, sizeof where);
@@ -498,6 +513,32 @@ static tide_status complete(const tide_engine_task * t, int32_t id, tide_storage
         tide_error_set(st, "%s", msg);
     }
     return st;
+}
+
+/* Ops launched in a row without a host callback after each: a callback
+ * holds its stream until the host has run it, so one per op would leave the
+ * device idle between small kernels. The last op of a burst (the queue has
+ * nothing ready, or this many are waiting) gets the callback, and its
+ * completion completes the ones before it, which the stream ran first. */
+enum { MAX_UNCOVERED = 64 };
+
+/* Puts a host callback after the queue's launched ops (under no lock): the
+ * last one's, which covers the others. */
+static void cover_inflight(devq * q) {
+    op * last = q->inflight_tail, * before = NULL;
+    for (op * c = q->inflight_head; c != last; c = c->inflight_next) before = c;
+    if (before) before->inflight_next = NULL;
+    last->covered    = before ? q->inflight_head : NULL;
+    q->inflight_head = q->inflight_tail = NULL;
+    q->n_inflight    = 0;
+    /* looked up per op, not kept: a test may swap the backend between ops */
+    const tide_devapi * api    = tide_cuda_api();
+    void *              stream = tide_cuda_stream(q->cuda);
+    if (!stream || api->host_callback(q->cuda, stream, device_done, last) != TIDE_DEVAPI_OK) {
+        /* no callback: wait for the device here rather than never finish */
+        if (stream) api->stream_sync(q->cuda, stream);
+        device_done(last);
+    }
 }
 
 /* A CUDA queue's thread: launches its ready ops on the device's stream, and
@@ -513,7 +554,13 @@ static void * device_worker(void * arg) {
             q->done_head = o->next;
             if (!q->done_head) q->done_tail = NULL;
             pthread_mutex_unlock(&lock);
-            finish(o, complete(&o->task, o->id, o->storages, o->n_writes));
+            for (op * c = o->covered, * next; c; c = next) {   /* in launch order, before o */
+                next = c->inflight_next;
+                finish(c, complete(&c->task, c->id, c->storages, c->n_writes, c->storages + c->n_writes,
+                                   c->n_deps - c->n_writes));
+            }
+            finish(o, complete(&o->task, o->id, o->storages, o->n_writes, o->storages + o->n_writes,
+                               o->n_deps - o->n_writes));
             pthread_mutex_lock(&lock);
             continue;
         }
@@ -526,22 +573,23 @@ static void * device_worker(void * arg) {
         tide_status st = execute(&o->task, o->id, o->queue, o->storages + nw, o->n_deps - nw, o->storages, nw);
         if (st != TIDE_OK) {
             finish(o, st);
+        } else {
+            o->covered       = NULL;
+            o->inflight_next = NULL;
+            if (q->inflight_tail) q->inflight_tail->inflight_next = o; else q->inflight_head = o;
+            q->inflight_tail = o;
+            q->n_inflight++;
             pthread_mutex_lock(&lock);
-            continue;
+            o->launched = true;   /* the queue's next ops may follow it on the stream */
+            for (int32_t i = 0; i < o->n_deps; i++) o->deps[i].s->n_launched++;
+            for (int32_t i = 0; i < o->n_deps; i++) grant(o->deps[i].s);
+            pthread_mutex_unlock(&lock);
         }
+        /* the inflight list is this thread's alone; q->head is read under the lock */
         pthread_mutex_lock(&lock);
-        o->launched = true;   /* the queue's next ops may follow it on the stream */
-        for (int32_t i = 0; i < o->n_deps; i++) o->deps[i].s->n_launched++;
-        for (int32_t i = 0; i < o->n_deps; i++) grant(o->deps[i].s);
+        bool more = q->head != NULL;
         pthread_mutex_unlock(&lock);
-        /* looked up per op, not kept: a test may swap the backend between ops */
-        const tide_devapi * api    = tide_cuda_api();
-        void *              stream = tide_cuda_stream(q->cuda);
-        if (!stream || api->host_callback(q->cuda, stream, device_done, o) != TIDE_DEVAPI_OK) {
-            /* no callback: wait for the device here rather than never finish */
-            if (stream) api->stream_sync(q->cuda, stream);
-            device_done(o);
-        }
+        if (q->inflight_head && (!more || q->n_inflight >= MAX_UNCOVERED)) cover_inflight(q);
         pthread_mutex_lock(&lock);
     }
     return NULL;
@@ -566,7 +614,7 @@ static tide_status execute_here(const tide_engine_task * t, int32_t qi, tide_sto
         for (int32_t i = 0; i < n_writes; i++) poison(writes[i], st, tide_last_error());
         return st;
     }
-    return complete(t, 0, writes, n_writes);
+    return complete(t, 0, writes, n_writes, reads, n_reads);
 }
 
 /* -- interrupts ---------------------------------------------------------------------- */
@@ -694,7 +742,7 @@ static tide_status push(const tide_engine_task * task, tide_storage ** r, int32_
         pthread_mutex_unlock(&lock);
         return tide_error_set(TIDE_E_OOM, "%s: out of memory queuing the op", task->name);
     }
-    memcpy(o->payload, task->ctx, task->ctx_size);
+    if (task->ctx_size) memcpy(o->payload, task->ctx, task->ctx_size);
     o->task     = *task;
     o->task.ctx = o->payload;
     if (o->task.keep) o->task.keep(o->task.ctx);
