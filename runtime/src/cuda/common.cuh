@@ -195,6 +195,19 @@ __device__ inline void offsets(const Shape & shape, const Operand * ops, I i, in
     }
 }
 
+/* Iterations below this many elements index in 32 bits: cheaper divisions,
+ * and a grid-stride step from below 2^31 cannot wrap a uint32_t. */
+constexpr int64_t SMALL = (int64_t)1 << 31;
+
+/* t's shape as an iteration shape (0-d: no dims, one element). */
+inline Shape shape_of(const tide_devtensor & t) {
+    Shape s;
+    s.ndim  = t.ndim;
+    s.nelem = t.nelem;
+    for (int32_t d = 0; d < TIDE_MAX_DIMS; d++) s.sizes[d] = d < t.ndim ? t.sizes[d] : 1;
+    return s;
+}
+
 /* Up to N operands, passed to a kernel by value. */
 template <int N> struct Operands {
     Operand o[N];

@@ -515,17 +515,6 @@ __global__ void __launch_bounds__(THREADS) strided_kernel(Shape s, Operands<N + 
     }
 }
 
-/* Iteration shapes below this many elements index in 32 bits (cheaper divisions). */
-constexpr int64_t SMALL = (int64_t)1 << 31;
-
-Shape shape_of(const tide_devtensor & t) {
-    Shape s;
-    s.ndim  = t.ndim;
-    s.nelem = t.nelem;
-    for (int32_t d = 0; d < TIDE_MAX_DIMS; d++) s.sizes[d] = d < t.ndim ? t.sizes[d] : 1;
-    return s;
-}
-
 /* t as an operand over s. operand() writes out of bounds for a t of more dims than
  * s, which a shape rule gone wrong could give: an error then, not a corruption. */
 int over(const tide_devcall * c, const tide_devtensor & t, const Shape & s, Operand & o) {

@@ -28,10 +28,6 @@
 namespace tide_cuda {
 namespace {
 
-/* Iteration shapes below this many elements index in 32 bits (cheaper
- * divisions; a grid-stride step from below 2^31 cannot wrap a uint32_t). */
-constexpr int64_t SMALL = (int64_t)1 << 31;
-
 /* check_index's flag while no bad index has been found; anything else is the
  * row-major position of the first bad one (masked_select: the count found). */
 constexpr int64_t NO_BAD = INT64_MAX;
@@ -58,15 +54,6 @@ int need_memory(const tide_devcall * c) {
 
 /* t's size along dim, a 0-d tensor taking part as one element of a 1-d one (index.c's size1). */
 int64_t size1(const tide_devtensor & t, int32_t dim) { return t.ndim ? t.sizes[dim] : 1; }
-
-/* t's shape as an iteration shape (0-d: no dims, one element). */
-Shape shape_of(const tide_devtensor & t) {
-    Shape s;
-    s.ndim  = t.ndim;
-    s.nelem = t.nelem;
-    for (int32_t d = 0; d < TIDE_MAX_DIMS; d++) s.sizes[d] = d < t.ndim ? t.sizes[d] : 1;
-    return s;
-}
 
 /* The same, a 0-d tensor as 1-d (index.c's walk_init): dim 0 then exists. */
 Shape shape1_of(const tide_devtensor & t) {

@@ -25,9 +25,6 @@
 namespace tide_cuda {
 namespace {
 
-/* Iterations below this many elements index in 32 bits (cheaper divisions), as in ew.cu. */
-constexpr int64_t SMALL = (int64_t)1 << 31;
-
 constexpr int32_t  WARP = 32;
 constexpr unsigned FULL = 0xffffffffu;
 
