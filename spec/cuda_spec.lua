@@ -29,14 +29,22 @@ describe("tide.cuda", function()
   it("moves tensors to a CUDA device and back #cuda", function()
     local x = tide.tensor({ { 1.5, -2, 3 }, { 4, 5, 6.25 } })
     assert.are.equal(x, x:cpu())
+    assert.is_false(x:is_cuda())
     assert.has_error(function() x:cuda("cpu") end, "cuda: expects a CUDA device ('cuda:N' or N), got cpu")
+    assert.has_error(function() tide.cuda.synchronize("cpu") end,
+      "tide.cuda.synchronize: expected a CUDA device (N or 'cuda:N'), got 'cpu'")
     if not tide.cuda.is_available() then
       print("\nskipped the device round trip: " .. select(2, tide.cuda.is_available()))
       assert.has_error(function() x:cuda() end, "device: 'cuda:0': " .. select(2, tide.cuda.is_available()))
+      assert.has_error(function() tide.cuda.synchronize() end,
+        "tide.cuda.synchronize: " .. select(2, tide.cuda.is_available()))
       return
     end
+    assert.has_error(function() tide.cuda.synchronize(tide.cuda.device_count()) end)
     local before = tide.cuda.memory_stats(0).in_use
     local g = x:cuda()
+    assert.is_true(g:is_cuda())
+    tide.cuda.synchronize()
     assert.are.equal("cuda:0", g:device())
     assert.are.same(x:totable(), g:totable())          -- read through the host
     assert.are.same(x:t():totable(), g:t():cpu():totable())   -- a strided device view

@@ -365,6 +365,20 @@ local function cuda_index(what, device)
     type(device) == "string" and "'" .. device .. "'" or tostring(device)))
 end
 
+--- synchronize(device): waits until the work queued so far is done and raises
+-- the first failure, as tide.sync() does (for every device: a stronger wait
+-- than PyTorch's, which waits for one); device (N or "cuda:N") must exist.
+function tide.cuda.synchronize(device)
+  local n = cuda_index("synchronize", device)
+  local count = tonumber(C.tide_cuda_device_count())
+  if n >= count then
+    local ok, why = tide.cuda.is_available()
+    fail(ok and ("tide.cuda.synchronize: there is no device cuda:%d (the CUDA devices are cuda:0 to cuda:%d)"):format(n, count - 1)
+      or "tide.cuda.synchronize: " .. why)
+  end
+  tide.sync()
+end
+
 --- memory_stats(device): what the caching allocator of a CUDA device (N or
 -- "cuda:N", default 0) holds, in bytes: `in_use` by tensors, `cached` for reuse,
 -- `reserved` from the device (both), `peak` in use; and counts: `allocs`,

@@ -740,6 +740,8 @@ function methods.cuda(t, device)
   end
   return methods.to(t, device or "cuda:0")
 end
+--- is_cuda(): whether t lives on a CUDA device.
+function methods.is_cuda(t) return t.dev.type == C.TIDE_DEVICE_CUDA end
 --- cpu(): t on the host; t itself when it is on a CPU device already.
 function methods.cpu(t)
   if t.dev.type == C.TIDE_DEVICE_CPU then return t end
