@@ -36,7 +36,8 @@ static struct {
     int32_t         n_devices;       /* probe's count (0 taken as 1; set before tide_cuda_use_backend) */
     int64_t         n_peer;          /* copies between devices */
     int64_t         n_callbacks;     /* host callbacks queued */
-} fake = {PTHREAD_MUTEX_INITIALIZER, 64 << 20, 0, 0, 0, 0, "", 0, 0, 0, 0, 0, 0, 0};
+    int64_t         n_waits;         /* streams made to wait for an event */
+} fake = {PTHREAD_MUTEX_INITIALIZER, 64 << 20, 0, 0, 0, 0, "", 0, 0, 0, 0, 0, 0, 0, 0};
 
 /* Each allocation is preceded by its size, to give `used` back on free. */
 static int fake_mem_alloc(int32_t dev, size_t n, void ** out) {
@@ -137,7 +138,12 @@ static int fake_event_sync(int32_t dev, void * e) {
     return TIDE_DEVAPI_OK;
 }
 
-static int fake_stream_wait_event(int32_t dev, void * s, void * e) { return TIDE_DEVAPI_OK; }
+static int fake_stream_wait_event(int32_t dev, void * s, void * e) {
+    pthread_mutex_lock(&fake.lock);
+    fake.n_waits++;
+    pthread_mutex_unlock(&fake.lock);
+    return TIDE_DEVAPI_OK;
+}
 
 static int fake_host_callback(int32_t dev, void * s, void (*fn)(void *), void * arg) {
     fake_stream * st = s;
@@ -256,7 +262,9 @@ static int32_t fake_probe(char * reason, size_t n) {
 
 /* Between the fake devices: host memory too, queued on the destination's stream. */
 static int fake_copy_peer(int32_t dst_dev, void * dst, int32_t src_dev, const void * src, size_t n, void * s) {
+    pthread_mutex_lock(&fake.lock);
     fake.n_peer++;
+    pthread_mutex_unlock(&fake.lock);
     return fake_copy_async(dst_dev, dst, src, n, TIDE_COPY_D2D, s);
 }
 

@@ -91,23 +91,88 @@ static bool queued(fake_stream * s, int64_t n) {
     return false;
 }
 
+/* A fake device counter, read under its lock (the engine's threads write them). */
+static int64_t count_of(const int64_t * counter) {
+    pthread_mutex_lock(&fake.lock);
+    int64_t n = *counter;
+    pthread_mutex_unlock(&fake.lock);
+    return n;
+}
+
+/* Waits up to a second for a host callback queued on s, then finishes s:
+ * the device queue puts its callback after the launch that ends a burst. */
+static void finish_when_called_back(fake_stream * s) {
+    for (int i = 0; i < 1000; i++) {
+        pthread_mutex_lock(&fake.lock);
+        int n = s->n_cb;
+        pthread_mutex_unlock(&fake.lock);
+        if (n > 0) break;
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    }
+    fake_stream_finish(s);
+}
+
 static void test_stream_order_and_host_waits(void) {
     fake.autorun      = 0;
-    fake_stream * s   = tide_cuda_stream(0);
-    int64_t       q0  = s->queued;
+    fake_stream * s   = tide_cuda_stream_of(0, TIDE_STREAM_COMPUTE);
+    fake_stream * cs  = tide_cuda_stream_of(0, TIDE_STREAM_COPY);
+    int64_t       q0  = count_of(&s->queued), c0 = count_of(&cs->queued), w0 = count_of(&fake.n_waits);
     tide_tensor * x   = iota(4, 4);
     tide_tensor * d   = tide_tensor_to(x, -1, CUDA0, 0);
     tide_tensor * h   = tide_tensor_to(d, -1, CPU, 0);
-    /* the copy back is launched behind the copy there, before the device did either */
-    CHECK(queued(s, q0 + 2));
+    /* the copy there goes on the copy stream; the copy back on the compute
+     * stream, launched after it with a wait on the device for the copy
+     * stream, before the device did either */
+    CHECK(queued(cs, c0 + 1));
+    CHECK(queued(s, q0 + 1));
+    CHECK(count_of(&fake.n_waits) == w0 + 1);
     CHECK(d->storage->q_head != NULL && h->storage->q_head != NULL);   /* nothing is done: the host must wait */
-    fake_stream_finish(s);
+    finish_when_called_back(cs);
+    finish_when_called_back(s);
     CHECK(tide_tensor_wait(h) == TIDE_OK);
     for (int i = 0; i < 16; i++) CHECK(at(h, i) == i + 0.5);
     tide_tensor_release(x);
     tide_tensor_release(d);
     tide_tensor_release(h);
     fake.autorun = 1;
+    CHECK(tide_sync() == TIDE_OK);
+}
+
+/* Copies from the host overlap kernels: they wait for the compute stream only
+ * where they would overwrite what a launched kernel still reads. */
+static void test_copy_stream(void) {
+    fake.autorun      = 0;
+    fake_stream * s   = tide_cuda_stream_of(0, TIDE_STREAM_COMPUTE);
+    fake_stream * cs  = tide_cuda_stream_of(0, TIDE_STREAM_COPY);
+    tide_tensor * x   = iota(4, 4), * y = iota(4, 4);
+    tide_tensor * d   = tide_tensor_to(x, -1, CUDA0, 0);
+    finish_when_called_back(cs);
+    CHECK(tide_tensor_wait(d) == TIDE_OK);
+    int64_t w0 = count_of(&fake.n_waits);
+    /* a kernel reading d, launched, not done */
+    tide_tensor * n = NULL, * res[1];
+    CHECK(tide_op_call(tide_op_find("neg"), &d, 1, NULL, res, NULL) == TIDE_OK);
+    n = res[0];
+    /* an unrelated upload: on the copy stream at once, no wait */
+    int64_t       c0 = count_of(&cs->queued);
+    tide_tensor * e  = tide_tensor_to(y, -1, CUDA0, 0);
+    CHECK(queued(cs, c0 + 1));
+    CHECK(count_of(&fake.n_waits) == w0);
+    /* an upload into d, which the kernel still reads: it waits for the compute stream */
+    tide_tensor * in[1] = {y};
+    CHECK(tide_op_call(tide_op_find("copy"), in, 1, NULL, res, d) == TIDE_OK);
+    tide_tensor_release(res[0]);
+    CHECK(queued(cs, c0 + 2));
+    CHECK(count_of(&fake.n_waits) == w0 + 1);
+    /* from here the device runs what it gets at once; then what it holds */
+    pthread_mutex_lock(&fake.lock);
+    fake.autorun = 1;
+    pthread_mutex_unlock(&fake.lock);
+    fake_stream_finish(s);
+    fake_stream_finish(cs);
+    CHECK(at(n, 5) == -5.5 && at(d, 5) == 5.5 && at(e, 15) == 15.5);
+    tide_tensor * all[] = {x, y, d, n, e};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tide_tensor_release(all[i]);
     CHECK(tide_sync() == TIDE_OK);
 }
 
@@ -313,15 +378,15 @@ static void test_bursts(void) {
     CHECK(tide_sync() == TIDE_OK);
     /* a host task writing d's storage holds the device ops that read it back */
     atomic_store(&gate_open, 0);
-    tide_engine_task gate = {gate_fn, NULL, 0, NULL, NULL, "gate", 1, NULL, NULL};
+    tide_engine_task gate = {gate_fn, NULL, 0, NULL, NULL, "gate", 1, NULL, NULL, 0};
     CHECK(tide_engine_push(&gate, NULL, 0, &d->storage, 1, (tide_device){TIDE_DEVICE_CPU, 0}) == TIDE_OK);
     tide_tensor * r[100];
     for (int i = 0; i < 100; i++) r[i] = op1("neg", &d, 1, NULL);
-    int64_t callbacks = fake.n_callbacks, kernels = fake.n_kernels;
+    int64_t callbacks = count_of(&fake.n_callbacks), kernels = count_of(&fake.n_kernels);
     atomic_store(&gate_open, 1);
     CHECK(tide_sync() == TIDE_OK);
-    CHECK(fake.n_kernels - kernels == 100);
-    CHECK(fake.n_callbacks - callbacks <= 4);   /* 100 ops: two full bursts of 64 at most, and the rest */
+    CHECK(count_of(&fake.n_kernels) - kernels == 100);
+    CHECK(count_of(&fake.n_callbacks) - callbacks <= 4);   /* 100 ops: two full bursts of 64 at most, and the rest */
     for (int i = 0; i < 100; i++) {
         CHECK(r[i] && at(r[i], 5) == -5.5);
         tide_tensor_release(r[i]);
@@ -339,11 +404,11 @@ static void test_two_devices(void) {
     fake.autorun = 1;
     tide_device   cuda1 = {TIDE_DEVICE_CUDA, 1};
     tide_tensor * x = iota(2, 3), * d0 = tide_tensor_to(x, -1, CUDA0, 0);
-    int64_t       peers = fake.n_peer;
+    int64_t       peers = count_of(&fake.n_peer);
     tide_tensor * d1 = tide_tensor_to(d0, -1, cuda1, 0);
     CHECK(d1 && d1->dev.type == TIDE_DEVICE_CUDA && d1->dev.index == 1);
     for (int i = 0; i < 6; i++) CHECK(at(d1, i) == i + 0.5);
-    CHECK(fake.n_peer == peers + 1);
+    CHECK(count_of(&fake.n_peer) == peers + 1);
     /* transposed and converted on the way: dense float64 on cuda:0, then moved */
     tide_tensor * t0 = tide_tensor_transpose(d0, 0, 1);
     tide_tensor * t1 = tide_tensor_to(t0, TIDE_DTYPE_F64, cuda1, 0);
@@ -377,6 +442,7 @@ int main(void) {
     tide_cuda_use_backend(&fake_api);
     test_there_and_back();
     test_stream_order_and_host_waits();
+    test_copy_stream();
     test_errors();
     test_sync_mode();
     test_kernels();

@@ -255,6 +255,9 @@ typedef struct tide_engine_task {
      * thread before anyone outside that stream sees the results (a copy to the
      * host finishes there). */
     tide_engine_fn complete;
+    /* Tasks on a CUDA device: the stream fn launches on (cuda_loader.h's
+     * TIDE_STREAM_*; 0, the compute stream, unless set). */
+    int32_t        stream;
 } tide_engine_task;
 
 /* Queues the task to run on dev once the earlier ops writing any of `reads`,

@@ -22,7 +22,8 @@ static pthread_mutex_t     alloc_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Made on first use under alloc_lock, then read without it: every device
  * storage's allocation and release asks for them. */
 static _Atomic(tide_devalloc *) allocs[TIDE_MAX_CUDA_DEVICES];
-static _Atomic(void *)          streams[TIDE_MAX_CUDA_DEVICES];   /* each device's compute stream */
+/* each device's streams: TIDE_STREAM_COMPUTE, TIDE_STREAM_COPY (copies from the host) */
+static _Atomic(void *)          streams[TIDE_MAX_CUDA_DEVICES][TIDE_STREAMS];
 static atomic_int               allow_tf32;
 /* Each op's kernel as the backend gave it: 0 not asked yet, 1 none, else the function. */
 static _Atomic(uintptr_t)       kernels[TIDE_OP_COUNT_];
@@ -76,10 +77,13 @@ static void probe(void) {
 
 void tide_cuda_use_backend(const tide_devapi * t) {
     pthread_once(&once, probe);
+    tide_engine_drop_device_events();
     for (int32_t i = 0; i < TIDE_MAX_CUDA_DEVICES; i++) {
         tide_devalloc_free_all(atomic_exchange(&allocs[i], NULL));
-        void * st = atomic_exchange(&streams[i], NULL);
-        if (st) api->stream_destroy(i, st);
+        for (int32_t k = 0; k < TIDE_STREAMS; k++) {
+            void * st = atomic_exchange(&streams[i][k], NULL);
+            if (st) api->stream_destroy(i, st);
+        }
     }
     for (int32_t i = 0; i < TIDE_OP_COUNT_; i++) atomic_store(&kernels[i], 0);
     tide_cuda_free_reports();
@@ -164,14 +168,16 @@ tide_devalloc * tide_cuda_allocator(int32_t device) {
     return check_device(device, "cuda") == TIDE_OK ? allocator(device) : NULL;
 }
 
-void * tide_cuda_stream(int32_t device) {
+void * tide_cuda_stream(int32_t device) { return tide_cuda_stream_of(device, TIDE_STREAM_COMPUTE); }
+
+void * tide_cuda_stream_of(int32_t device, int32_t kind) {
     if (check_device(device, "cuda") != TIDE_OK) return NULL;
-    void * s = atomic_load_explicit(&streams[device], memory_order_acquire);
+    void * s = atomic_load_explicit(&streams[device][kind], memory_order_acquire);
     if (s) return s;
     pthread_mutex_lock(&alloc_lock);
-    if (!(s = atomic_load_explicit(&streams[device], memory_order_relaxed))) {
+    if (!(s = atomic_load_explicit(&streams[device][kind], memory_order_relaxed))) {
         if (api->stream_create(device, &s) == TIDE_DEVAPI_OK) {
-            atomic_store_explicit(&streams[device], s, memory_order_release);
+            atomic_store_explicit(&streams[device][kind], s, memory_order_release);
         } else {
             s = NULL;
             tide_error_set(TIDE_E_DEVICE, "cuda:%d: could not create a stream: %s", device, api->error_text());

@@ -10,6 +10,11 @@
 /* CUDA devices Tide uses at most (more are left out of tide_cuda_device_count). */
 enum { TIDE_MAX_CUDA_DEVICES = 16 };
 
+/* A device's streams: its queue runs ops on the compute stream, and copies
+ * from the host on the copy stream, so that they overlap kernels; the engine
+ * orders the two with events where an op depends on the other's work. */
+enum { TIDE_STREAM_COMPUTE = 0, TIDE_STREAM_COPY = 1, TIDE_STREAMS = 2 };
+
 /* The loaded backend's table, or NULL when CUDA is not available here
  * (tide_cuda_status says why). */
 TIDE_INTERNAL const tide_devapi * tide_cuda_api(void);
@@ -20,6 +25,8 @@ TIDE_INTERNAL tide_devalloc *     tide_cuda_allocator(int32_t device);
  * queue runs its ops on it, and its storages are allocated for it. NULL with
  * TIDE_E_DEVICE set when there is no such device or no stream could be made. */
 TIDE_INTERNAL void *              tide_cuda_stream(int32_t device);
+/* cuda:`device`'s stream of that kind (TIDE_STREAM_*), made on first use; as tide_cuda_stream. */
+TIDE_INTERNAL void *              tide_cuda_stream_of(int32_t device, int32_t kind);
 /* The backend's kernel for registry op `op`, or NULL when it has none
  * (or there is no backend); looked up once per op. */
 TIDE_INTERNAL tide_devkernel_fn   tide_cuda_kernel(int32_t op);
@@ -37,6 +44,9 @@ TIDE_INTERNAL tide_status         tide_cuda_complete(tide_opcall * c);
 /* Gives back a report an op took and never completed (its launch failed, or
  * the device did): the op's `drop`. */
 TIDE_INTERNAL void                tide_cuda_drop_report(tide_opcall * c);
+/* engine.c: destroys the events its device queues keep for ordering their
+ * streams, through the backend that made them: when the backend is replaced. */
+TIDE_INTERNAL void                tide_engine_drop_device_events(void);
 /* Frees the pinned memory of reports through the backend that made it: when
  * the backend is replaced (no op may be in flight). */
 TIDE_INTERNAL void                tide_cuda_free_reports(void);

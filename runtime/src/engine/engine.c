@@ -71,8 +71,10 @@ typedef struct op {
 typedef struct {
     op *      head, * tail;
     op *      done_head, * done_tail;   /* a CUDA queue's launched ops that its device has done */
-    op *      inflight_head, * inflight_tail;   /* launched, no host callback after them yet */
-    int32_t   n_inflight;
+    /* per stream (TIDE_STREAM_*): launched, no host callback after them yet */
+    op *      inflight_head[TIDE_STREAMS], * inflight_tail[TIDE_STREAMS];
+    int32_t   n_inflight[TIDE_STREAMS];
+    void *    mark[TIDE_STREAMS];       /* an event recorded on that stream for the other to wait on */
     int32_t   cuda;                     /* the CUDA device of a CUDA queue, else -1 */
     pthread_t thread;
     bool      started;
@@ -522,23 +524,63 @@ static tide_status complete(const tide_engine_task * t, int32_t id, tide_storage
  * completion completes the ones before it, which the stream ran first. */
 enum { MAX_UNCOVERED = 64 };
 
-/* Puts a host callback after the queue's launched ops (under no lock): the
- * last one's, which covers the others. */
-static void cover_inflight(devq * q) {
-    op * last = q->inflight_tail, * before = NULL;
-    for (op * c = q->inflight_head; c != last; c = c->inflight_next) before = c;
+/* Puts a host callback after the queue's launched ops on stream k (under no
+ * lock): the last one's, which covers the others. */
+static void cover_inflight(devq * q, int32_t k) {
+    op * last = q->inflight_tail[k], * before = NULL;
+    for (op * c = q->inflight_head[k]; c != last; c = c->inflight_next) before = c;
     if (before) before->inflight_next = NULL;
-    last->covered    = before ? q->inflight_head : NULL;
-    q->inflight_head = q->inflight_tail = NULL;
-    q->n_inflight    = 0;
+    last->covered       = before ? q->inflight_head[k] : NULL;
+    q->inflight_head[k] = q->inflight_tail[k] = NULL;
+    q->n_inflight[k]    = 0;
     /* looked up per op, not kept: a test may swap the backend between ops */
     const tide_devapi * api    = tide_cuda_api();
-    void *              stream = tide_cuda_stream(q->cuda);
+    void *              stream = tide_cuda_stream_of(q->cuda, k);
     if (!stream || api->host_callback(q->cuda, stream, device_done, last) != TIDE_DEVAPI_OK) {
         /* no callback: wait for the device here rather than never finish */
         if (stream) api->stream_sync(q->cuda, stream);
         device_done(last);
     }
+}
+
+/* Whether o depends on work launched on its queue's other stream and not
+ * done yet (under lock): an earlier op, launched, that shares a storage with
+ * o where either writes. Ops on one stream follow each other in order. */
+static bool crosses_streams(const op * o) {
+    for (int32_t i = 0; i < o->n_deps; i++) {
+        const dep * d = &o->deps[i];
+        for (const dep * e = d->s->q_head; e && e != d; e = e->next)
+            if (e->op && e->op != o && e->op->launched && e->op->queue == o->queue &&
+                e->op->task.stream != o->task.stream && (e->write || d->write))
+                return true;
+    }
+    return false;
+}
+
+/* Makes stream k of q's device wait, on the device, for what its other
+ * stream has been given so far (an event recorded there now). */
+static tide_status wait_other_stream(devq * q, int32_t k, const char * name) {
+    const tide_devapi * api   = tide_cuda_api();
+    int32_t             other = 1 - k;
+    void *              mine = tide_cuda_stream_of(q->cuda, k), * theirs = tide_cuda_stream_of(q->cuda, other);
+    if (!mine || !theirs) return tide_last_status();
+    if (!q->mark[other] && api->event_create(q->cuda, &q->mark[other]) != TIDE_DEVAPI_OK) q->mark[other] = NULL;
+    if (!q->mark[other] || api->event_record(q->cuda, q->mark[other], theirs) != TIDE_DEVAPI_OK ||
+        api->stream_wait_event(q->cuda, mine, q->mark[other]) != TIDE_DEVAPI_OK)
+        return tide_error_set(TIDE_E_DEVICE, "%s: cuda:%d could not order its two streams: %s", name, q->cuda,
+                              api->error_text());
+    return TIDE_OK;
+}
+
+void tide_engine_drop_device_events(void) {
+    const tide_devapi * api = tide_cuda_api();
+    pthread_mutex_lock(&lock);
+    for (int32_t i = CPU_QUEUES; i < MAX_QUEUES; i++)
+        for (int32_t k = 0; k < TIDE_STREAMS; k++) {
+            if (queues[i].mark[k] && api) api->event_destroy(queues[i].cuda, queues[i].mark[k]);
+            queues[i].mark[k] = NULL;
+        }
+    pthread_mutex_unlock(&lock);
 }
 
 /* A CUDA queue's thread: launches its ready ops on the device's stream, and
@@ -567,29 +609,34 @@ static void * device_worker(void * arg) {
         o       = q->head;
         q->head = o->next;
         if (!q->head) q->tail = NULL;
+        int32_t k     = o->task.stream;
+        bool    cross = crosses_streams(o);
         pthread_mutex_unlock(&lock);
 
         int32_t     nw = o->n_writes;
-        tide_status st = execute(&o->task, o->id, o->queue, o->storages + nw, o->n_deps - nw, o->storages, nw);
+        tide_status st = cross ? wait_other_stream(q, k, o->task.name) : TIDE_OK;
+        if (st == TIDE_OK)
+            st = execute(&o->task, o->id, o->queue, o->storages + nw, o->n_deps - nw, o->storages, nw);
         if (st != TIDE_OK) {
             finish(o, st);
         } else {
             o->covered       = NULL;
             o->inflight_next = NULL;
-            if (q->inflight_tail) q->inflight_tail->inflight_next = o; else q->inflight_head = o;
-            q->inflight_tail = o;
-            q->n_inflight++;
+            if (q->inflight_tail[k]) q->inflight_tail[k]->inflight_next = o; else q->inflight_head[k] = o;
+            q->inflight_tail[k] = o;
+            q->n_inflight[k]++;
             pthread_mutex_lock(&lock);
             o->launched = true;   /* the queue's next ops may follow it on the stream */
             for (int32_t i = 0; i < o->n_deps; i++) o->deps[i].s->n_launched++;
             for (int32_t i = 0; i < o->n_deps; i++) grant(o->deps[i].s);
             pthread_mutex_unlock(&lock);
         }
-        /* the inflight list is this thread's alone; q->head is read under the lock */
+        /* the inflight lists are this thread's alone; q->head is read under the lock */
         pthread_mutex_lock(&lock);
         bool more = q->head != NULL;
         pthread_mutex_unlock(&lock);
-        if (q->inflight_head && (!more || q->n_inflight >= MAX_UNCOVERED)) cover_inflight(q);
+        for (int32_t j = 0; j < TIDE_STREAMS; j++)
+            if (q->inflight_head[j] && (!more || q->n_inflight[j] >= MAX_UNCOVERED)) cover_inflight(q, j);
         pthread_mutex_lock(&lock);
     }
     return NULL;
@@ -608,7 +655,7 @@ static tide_status execute_here(const tide_engine_task * t, int32_t qi, tide_sto
     tide_status st = execute(t, 0, -1, reads, n_reads, writes, n_writes);
     if (st != TIDE_OK || qi < CPU_QUEUES) return st;
     int32_t dev    = qi - CPU_QUEUES;
-    void *  stream = tide_cuda_stream(dev);
+    void *  stream = tide_cuda_stream_of(dev, t->stream);
     if (stream && tide_cuda_api()->stream_sync(dev, stream) != TIDE_DEVAPI_OK) {
         st = tide_error_set(TIDE_E_DEVICE, "%s: cuda:%d failed: %s", t->name, dev, tide_cuda_api()->error_text());
         for (int32_t i = 0; i < n_writes; i++) poison(writes[i], st, tide_last_error());

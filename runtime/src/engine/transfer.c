@@ -140,6 +140,14 @@ static void release_staging(tide_transfer * x) {
     x->staging = NULL;
 }
 
+/* Copies from the host go on the device's copy stream, to overlap its
+ * kernels; the rest (to the host, between devices) on its compute stream,
+ * after the ops whose results they read, whose completions (and failures
+ * found there) come before theirs. */
+static int32_t stream_kind(const tide_opcall * c) {
+    return c->in[0]->dev.type == TIDE_DEVICE_CPU ? TIDE_STREAM_COPY : TIDE_STREAM_COMPUTE;
+}
+
 /* Staging is allocated here and freed by complete(), which follows every
  * successful launch (or by drop, when the device failed first). */
 static tide_status launch(void * ctx) {
@@ -148,7 +156,7 @@ static tide_status launch(void * ctx) {
     const tide_devapi * api = tide_cuda_api();
     bool                h2d = out->dev.type == TIDE_DEVICE_CUDA;
     int32_t             dev = h2d ? out->dev.index : in->dev.index;
-    void *              stream = tide_cuda_stream(dev);
+    void *              stream = tide_cuda_stream_of(dev, stream_kind(&x->c));
     if (!stream) return tide_last_status();
     const tide_tensor * dview = h2d ? out : in;   /* the device side: dense from its offset */
     x->bytes = (size_t)span(dview) * tide_esize(dview->dtype_id);
@@ -217,5 +225,6 @@ void tide_transfer_task(tide_transfer * x, const tide_opcall * c, tide_engine_ta
     x->staging = NULL;
     x->bytes   = 0;
     x->cap     = 0;
-    *task = (tide_engine_task){launch, x, sizeof *x, keep, drop, "copy", c->out[0]->nelem, describe, complete};
+    *task = (tide_engine_task){launch,   x, sizeof *x, keep, drop, "copy", c->out[0]->nelem, describe, complete,
+                               stream_kind(c)};
 }

@@ -1015,7 +1015,7 @@ tide_status tide_exec_replay(tide_exec * x, tide_tensor * const * args, tide_ten
         else rs[nr++] = args[k]->storage;
     }
     for (int32_t f = 0; f < x->n_fresh; f++) ws[nw++] = rc->roots[x->n_args + f]->storage;
-    tide_engine_task task = {run, rc, size, keep_run, drop_run, "replay", x->cost, describe_run, NULL};
+    tide_engine_task task = {run, rc, size, keep_run, drop_run, "replay", x->cost, describe_run, NULL, 0};
     st = tide_engine_push(&task, rs, nr, ws, nw, x->dev);
     if (st == TIDE_OK) {
         int32_t off = tide_grad_off;

@@ -571,7 +571,7 @@ tide_status tide_graph_run_fused(const tide_gnode * n, tide_tensor * const * in,
     for (int32_t k = 0; k < n->n_in; k++) ft.ext[k] = in[k], reads[k] = in[k]->storage;
     int64_t work = n->fused->n_steps;   /* elements the steps run over (more than out's when reducing) */
     for (int32_t d = 0; d < n->fused->ndim; d++) work *= n->fused->sizes[d];
-    tide_engine_task task = {run_fused, &ft, sizeof ft, keep_fused, drop_fused, "fused", work, describe_fused, NULL};
+    tide_engine_task task = {run_fused, &ft, sizeof ft, keep_fused, drop_fused, "fused", work, describe_fused, NULL, 0};
     return tide_engine_push(&task, reads, n->n_in, writes, 1, out->dev);
 }
 

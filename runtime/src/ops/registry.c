@@ -526,7 +526,7 @@ tide_status tide_op_call(int32_t op, tide_tensor * const * inputs, int32_t n_in,
     for (int32_t i = 0; i < n_in; i++) reads[i] = c->in[i]->storage;
     for (int32_t i = 0; i < c->n_out; i++) writes[i] = c->out[i]->storage;
     tide_engine_task task = {run_kernel, c,           sizeof *c,        keep_call,
-                             drop_call,  e->def.name, c->out[0]->nelem, describe_call, NULL};
+                             drop_call,  e->def.name, c->out[0]->nelem, describe_call, NULL, 0};
     tide_transfer    xfer;
     if (TIDE_UNLIKELY(dev.type == TIDE_DEVICE_CUDA)) {
         if (r.kernel) task.fn = run_cuda, task.complete = complete_cuda;
