@@ -37,7 +37,8 @@ static struct {
     int64_t         n_peer;          /* copies between devices */
     int64_t         n_callbacks;     /* host callbacks queued */
     int64_t         n_waits;         /* streams made to wait for an event */
-} fake = {PTHREAD_MUTEX_INITIALIZER, 64 << 20, 0, 0, 0, 0, "", 0, 0, 0, 0, 0, 0, 0, 0};
+    void *          last_scratch;    /* the scratch the last kernel took */
+} fake = {PTHREAD_MUTEX_INITIALIZER, 64 << 20, 0, 0, 0, 0, "", 0, 0, 0, 0, 0, 0, 0, 0, NULL};
 
 /* Each allocation is preceded by its size, to give `used` back on free. */
 static int fake_mem_alloc(int32_t dev, size_t n, void ** out) {
@@ -218,6 +219,9 @@ static int fake_kernel_run(const tide_devcall * d) {
     void * scratch = d->scratch(d->scratch_ctx, 256);
     if (!scratch) return TIDE_DEVAPI_OOM;
     memset(scratch, 0xab, 256);
+    pthread_mutex_lock(&fake.lock);
+    fake.last_scratch = scratch;
+    pthread_mutex_unlock(&fake.lock);
     int ok = 1;
     for (int32_t i = 0; i < d->n_in; i++) ok &= (c.in[i] = fake_host_view(&d->in[i], &nums[i])) != NULL;
     for (int32_t i = 0; i < d->n_out; i++) ok &= (c.out[i] = fake_host_view(&d->out[i], NULL)) != NULL;

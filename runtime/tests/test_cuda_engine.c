@@ -39,7 +39,9 @@ static void test_there_and_back(void) {
     fake.autorun     = 1;
     tide_tensor * x  = iota(2, 3);
     tide_tensor * d  = tide_tensor_to(x, TIDE_DTYPE_F32, CUDA0, 0);
-    CHECK(d && d->dev.type == TIDE_DEVICE_CUDA && d->storage->block != NULL);
+    /* its memory comes when the copy runs, from the copy stream's blocks */
+    CHECK(d && d->dev.type == TIDE_DEVICE_CUDA && tide_tensor_wait(d) == TIDE_OK && d->storage->block != NULL);
+    CHECK(tide_devblock_stream(d->storage->block) == tide_cuda_stream_of(0, TIDE_STREAM_COPY));
     CHECK(device_in_use() == 512);   /* 24 bytes, in a block of the smallest size */
     tide_tensor * h = tide_tensor_to(d, TIDE_DTYPE_F64, CPU, 0);   /* and a dtype on the way back */
     CHECK(h && h->dev.type == TIDE_DEVICE_CPU && h->dtype_id == TIDE_DTYPE_F64);
@@ -153,11 +155,17 @@ static void test_copy_stream(void) {
     tide_tensor * n = NULL, * res[1];
     CHECK(tide_op_call(tide_op_find("neg"), &d, 1, NULL, res, NULL) == TIDE_OK);
     n = res[0];
-    /* an unrelated upload: on the copy stream at once, no wait */
+    /* an unrelated upload: on the copy stream at once, no wait, and in a
+     * block of its own stream, not the kernel's scratch, which the compute
+     * stream may still be using */
     int64_t       c0 = count_of(&cs->queued);
     tide_tensor * e  = tide_tensor_to(y, -1, CUDA0, 0);
     CHECK(queued(cs, c0 + 1));
     CHECK(count_of(&fake.n_waits) == w0);
+    pthread_mutex_lock(&fake.lock);
+    void * scratch = fake.last_scratch;
+    pthread_mutex_unlock(&fake.lock);
+    CHECK(tide_tensor_ptr(e) != scratch);
     /* an upload into d, which the kernel still reads: it waits for the compute stream */
     tide_tensor * in[1] = {y};
     CHECK(tide_op_call(tide_op_find("copy"), in, 1, NULL, res, d) == TIDE_OK);
@@ -171,6 +179,16 @@ static void test_copy_stream(void) {
     fake_stream_finish(s);
     fake_stream_finish(cs);
     CHECK(at(n, 5) == -5.5 && at(d, 5) == 5.5 && at(e, 15) == 15.5);
+    /* an upload into a tensor made beforehand, from the compute stream's
+     * blocks (perhaps a kernel's scratch just given back): after that stream */
+    tide_tensor * made = tide_tensor_empty(2, (int64_t[]){4, 4}, TIDE_DTYPE_F32, CUDA0);
+    CHECK(tide_devblock_stream(made->storage->block) == s);
+    w0 = count_of(&fake.n_waits);
+    CHECK(tide_op_call(tide_op_find("copy"), in, 1, NULL, res, made) == TIDE_OK);
+    tide_tensor_release(res[0]);
+    CHECK(tide_tensor_wait(made) == TIDE_OK && count_of(&fake.n_waits) == w0 + 1);
+    CHECK(at(made, 15) == 15.5);
+    tide_tensor_release(made);
     tide_tensor * all[] = {x, y, d, n, e};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tide_tensor_release(all[i]);
     CHECK(tide_sync() == TIDE_OK);

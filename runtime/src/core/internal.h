@@ -77,9 +77,10 @@ TIDE_INTERNAL tide_storage * tide_storage_new(size_t nbytes, tide_device dev);
  * freed. Only the op that makes it may write it first; every reader waits for
  * that op (the engine's order), so nobody sees data == NULL. */
 TIDE_INTERNAL tide_storage * tide_storage_new_deferred(size_t nbytes, tide_device dev);
-/* Allocates a deferred storage's memory if it has none yet; TIDE_E_OOM (with
- * the message set) when the allocator cannot. */
-TIDE_INTERNAL tide_status    tide_storage_materialize(tide_storage * s);
+/* Allocates a deferred storage's memory if it has none yet, on a CUDA device
+ * for the stream (cuda_loader.h's TIDE_STREAM_*) of the op writing it first;
+ * TIDE_E_OOM (with the message set) when the allocator cannot. */
+TIDE_INTERNAL tide_status    tide_storage_materialize(tide_storage * s, int32_t stream_kind);
 TIDE_INTERNAL void           tide_storage_retain(tide_storage * s);
 TIDE_INTERNAL void           tide_storage_release(tide_storage * s);
 

@@ -15,13 +15,15 @@ static tide_status oom(size_t nbytes) {
 }
 
 /* Memory for s: on the host, or from its CUDA device's caching allocator for
- * the device's stream (the one its engine queue runs on). */
-static tide_status allocate(tide_storage * s) {
+ * the stream (TIDE_STREAM_*) that first writes it: a block is reused on its
+ * own stream at once (kernels' scratch is given back before the kernel has
+ * run) and on another only once the device is done with it. */
+static tide_status allocate(tide_storage * s, int32_t stream_kind) {
     if (s->device.type == TIDE_DEVICE_CPU) return (s->data = tide_host_alloc(s->nbytes, &s->capacity)) ? TIDE_OK
                                                                                                        : oom(s->nbytes);
     int32_t         dev    = s->device.index;
     tide_devalloc * a      = tide_cuda_allocator(dev);
-    void *          stream = a ? tide_cuda_stream(dev) : NULL;
+    void *          stream = a ? tide_cuda_stream_of(dev, stream_kind) : NULL;
     if (!stream || !(s->block = tide_devalloc_alloc(a, s->nbytes, stream))) return tide_last_status();
     s->data = tide_devblock_ptr(s->block);
     return TIDE_OK;
@@ -41,7 +43,7 @@ static tide_storage * make(size_t nbytes, tide_device dev, bool deferred) {
     s->device   = dev;
     s->deferred = deferred;
     atomic_init(&s->refcount, 1);
-    if (!deferred && allocate(s) != TIDE_OK) {
+    if (!deferred && allocate(s, TIDE_STREAM_COMPUTE) != TIDE_OK) {
         tide_obj_free(TIDE_OBJ_STORAGE, s);
         return NULL;
     }
@@ -76,9 +78,9 @@ tide_storage * tide_storage_new_deferred(size_t nbytes, tide_device dev) {
     return make(nbytes, dev, true);
 }
 
-tide_status tide_storage_materialize(tide_storage * s) {
+tide_status tide_storage_materialize(tide_storage * s, int32_t stream_kind) {
     if (s->data || !s->deferred) return TIDE_OK;
-    return allocate(s);
+    return allocate(s, stream_kind);
 }
 
 void tide_storage_retain(tide_storage * s) {

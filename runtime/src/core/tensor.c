@@ -594,7 +594,10 @@ tide_tensor * tide_tensor_to(tide_tensor * t, int32_t dtype, tide_device dev, in
         tide_tensor_release(dense);
         return r;
     }
-    tide_tensor * out = tide_tensor_empty(t->ndim, t->sizes, dtype, dev);
+    /* on a device, memory of the stream that writes it first (storage.c) */
+    tide_tensor * out = dev.type == TIDE_DEVICE_CUDA && !tide_capture
+                            ? tide_tensor_empty_deferred(t->ndim, t->sizes, dtype, dev)
+                            : tide_tensor_empty(t->ndim, t->sizes, dtype, dev);
     if (!out) return NULL;
     tide_tensor * in[1] = {t}, * res[1];
     if (tide_op_call(TIDE_OP_copy, in, 1, NULL, res, out) != TIDE_OK) {

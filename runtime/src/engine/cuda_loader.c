@@ -24,6 +24,8 @@ static pthread_mutex_t     alloc_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(tide_devalloc *) allocs[TIDE_MAX_CUDA_DEVICES];
 /* each device's streams: TIDE_STREAM_COMPUTE, TIDE_STREAM_COPY (copies from the host) */
 static _Atomic(void *)          streams[TIDE_MAX_CUDA_DEVICES][TIDE_STREAMS];
+/* an event per device and stream, recorded there for the other stream to wait on */
+static _Atomic(void *)          marks[TIDE_MAX_CUDA_DEVICES][TIDE_STREAMS];
 static atomic_int               allow_tf32;
 /* Each op's kernel as the backend gave it: 0 not asked yet, 1 none, else the function. */
 static _Atomic(uintptr_t)       kernels[TIDE_OP_COUNT_];
@@ -77,10 +79,11 @@ static void probe(void) {
 
 void tide_cuda_use_backend(const tide_devapi * t) {
     pthread_once(&once, probe);
-    tide_engine_drop_device_events();
     for (int32_t i = 0; i < TIDE_MAX_CUDA_DEVICES; i++) {
         tide_devalloc_free_all(atomic_exchange(&allocs[i], NULL));
         for (int32_t k = 0; k < TIDE_STREAMS; k++) {
+            void * ev = atomic_exchange(&marks[i][k], NULL);
+            if (ev) api->event_destroy(i, ev);
             void * st = atomic_exchange(&streams[i][k], NULL);
             if (st) api->stream_destroy(i, st);
         }
@@ -185,6 +188,28 @@ void * tide_cuda_stream_of(int32_t device, int32_t kind) {
     }
     pthread_mutex_unlock(&alloc_lock);
     return s;
+}
+
+tide_status tide_cuda_wait_stream(int32_t device, int32_t waiter, int32_t waited, const char * what) {
+    void * mine = tide_cuda_stream_of(device, waiter), * theirs = tide_cuda_stream_of(device, waited);
+    if (!mine || !theirs) return tide_last_status();
+    void * ev = atomic_load_explicit(&marks[device][waited], memory_order_acquire);
+    if (!ev) {
+        pthread_mutex_lock(&alloc_lock);
+        if (!(ev = atomic_load_explicit(&marks[device][waited], memory_order_relaxed))) {
+            if (api->event_create(device, &ev) == TIDE_DEVAPI_OK)
+                atomic_store_explicit(&marks[device][waited], ev, memory_order_release);
+            else ev = NULL;
+        }
+        pthread_mutex_unlock(&alloc_lock);
+    }
+    /* the wait takes the event as recorded at the time it is made: it can be
+     * recorded again for the next one */
+    if (!ev || api->event_record(device, ev, theirs) != TIDE_DEVAPI_OK ||
+        api->stream_wait_event(device, mine, ev) != TIDE_DEVAPI_OK)
+        return tide_error_set(TIDE_E_DEVICE, "%s: cuda:%d could not order its two streams: %s", what, device,
+                              api->error_text());
+    return TIDE_OK;
 }
 
 /* cuda:`device`'s allocator for the public call `what`; NULL with the error set. */

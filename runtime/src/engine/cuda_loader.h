@@ -27,6 +27,11 @@ TIDE_INTERNAL tide_devalloc *     tide_cuda_allocator(int32_t device);
 TIDE_INTERNAL void *              tide_cuda_stream(int32_t device);
 /* cuda:`device`'s stream of that kind (TIDE_STREAM_*), made on first use; as tide_cuda_stream. */
 TIDE_INTERNAL void *              tide_cuda_stream_of(int32_t device, int32_t kind);
+/* Makes cuda:`device`'s stream `waiter` wait, on the device, for the work
+ * given so far to its stream `waited` (an event recorded there now). Called
+ * from the device's queue thread only; `what` names the op for errors. */
+TIDE_INTERNAL tide_status         tide_cuda_wait_stream(int32_t device, int32_t waiter, int32_t waited,
+                                                        const char * what);
 /* The backend's kernel for registry op `op`, or NULL when it has none
  * (or there is no backend); looked up once per op. */
 TIDE_INTERNAL tide_devkernel_fn   tide_cuda_kernel(int32_t op);
@@ -44,9 +49,6 @@ TIDE_INTERNAL tide_status         tide_cuda_complete(tide_opcall * c);
 /* Gives back a report an op took and never completed (its launch failed, or
  * the device did): the op's `drop`. */
 TIDE_INTERNAL void                tide_cuda_drop_report(tide_opcall * c);
-/* engine.c: destroys the events its device queues keep for ordering their
- * streams, through the backend that made them: when the backend is replaced. */
-TIDE_INTERNAL void                tide_engine_drop_device_events(void);
 /* Frees the pinned memory of reports through the backend that made it: when
  * the backend is replaced (no op may be in flight). */
 TIDE_INTERNAL void                tide_cuda_free_reports(void);

@@ -313,6 +313,7 @@ tide_devblock * tide_devalloc_alloc(tide_devalloc * a, size_t nbytes, void * str
 }
 
 void * tide_devblock_ptr(const tide_devblock * b) { return b->ptr; }
+void * tide_devblock_stream(const tide_devblock * b) { return b->stream; }
 
 tide_status tide_devalloc_record_stream(tide_devalloc * a, tide_devblock * b, void * stream) {
     if (stream == b->stream) return TIDE_OK;

@@ -32,6 +32,8 @@ TIDE_INTERNAL tide_devblock * tide_devalloc_alloc(tide_devalloc * a, size_t nbyt
  * made rather than when the op that was to fill it runs. */
 TIDE_INTERNAL tide_status     tide_devalloc_check_size(tide_devalloc * a, size_t nbytes);
 TIDE_INTERNAL void *          tide_devblock_ptr(const tide_devblock * b);
+/* The stream b was allocated for: where it may be used at once. */
+TIDE_INTERNAL void *          tide_devblock_stream(const tide_devblock * b);
 /* Notes that work on `stream`, another than the block's own, uses the block:
  * when it is freed, it is reused only after that work is done (an event
  * recorded on `stream` at the free). PyTorch's record_stream rule. */

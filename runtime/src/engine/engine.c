@@ -74,7 +74,6 @@ typedef struct {
     /* per stream (TIDE_STREAM_*): launched, no host callback after them yet */
     op *      inflight_head[TIDE_STREAMS], * inflight_tail[TIDE_STREAMS];
     int32_t   n_inflight[TIDE_STREAMS];
-    void *    mark[TIDE_STREAMS];       /* an event recorded on that stream for the other to wait on */
     int32_t   cuda;                     /* the CUDA device of a CUDA queue, else -1 */
     pthread_t thread;
     bool      started;
@@ -299,7 +298,7 @@ static tide_status execute(const tide_engine_task * t, int32_t id, int32_t queue
     /* results made deferred (tide_storage_new_deferred) get their memory now,
      * on the thread that writes them first */
     for (int32_t i = 0; i < n_writes && st == TIDE_OK; i++) {
-        if ((st = tide_storage_materialize(writes[i])) != TIDE_OK)
+        if ((st = tide_storage_materialize(writes[i], t->stream)) != TIDE_OK)
             snprintf(msg, sizeof msg, "%s: %s", t->name, tide_last_error());
     }
     if (st == TIDE_OK) {
@@ -557,32 +556,6 @@ static bool crosses_streams(const op * o) {
     return false;
 }
 
-/* Makes stream k of q's device wait, on the device, for what its other
- * stream has been given so far (an event recorded there now). */
-static tide_status wait_other_stream(devq * q, int32_t k, const char * name) {
-    const tide_devapi * api   = tide_cuda_api();
-    int32_t             other = 1 - k;
-    void *              mine = tide_cuda_stream_of(q->cuda, k), * theirs = tide_cuda_stream_of(q->cuda, other);
-    if (!mine || !theirs) return tide_last_status();
-    if (!q->mark[other] && api->event_create(q->cuda, &q->mark[other]) != TIDE_DEVAPI_OK) q->mark[other] = NULL;
-    if (!q->mark[other] || api->event_record(q->cuda, q->mark[other], theirs) != TIDE_DEVAPI_OK ||
-        api->stream_wait_event(q->cuda, mine, q->mark[other]) != TIDE_DEVAPI_OK)
-        return tide_error_set(TIDE_E_DEVICE, "%s: cuda:%d could not order its two streams: %s", name, q->cuda,
-                              api->error_text());
-    return TIDE_OK;
-}
-
-void tide_engine_drop_device_events(void) {
-    const tide_devapi * api = tide_cuda_api();
-    pthread_mutex_lock(&lock);
-    for (int32_t i = CPU_QUEUES; i < MAX_QUEUES; i++)
-        for (int32_t k = 0; k < TIDE_STREAMS; k++) {
-            if (queues[i].mark[k] && api) api->event_destroy(queues[i].cuda, queues[i].mark[k]);
-            queues[i].mark[k] = NULL;
-        }
-    pthread_mutex_unlock(&lock);
-}
-
 /* A CUDA queue's thread: launches its ready ops on the device's stream, and
  * finishes those the device has done. It never waits for the device itself. */
 static void * device_worker(void * arg) {
@@ -614,7 +587,7 @@ static void * device_worker(void * arg) {
         pthread_mutex_unlock(&lock);
 
         int32_t     nw = o->n_writes;
-        tide_status st = cross ? wait_other_stream(q, k, o->task.name) : TIDE_OK;
+        tide_status st = cross ? tide_cuda_wait_stream(q->cuda, k, 1 - k, o->task.name) : TIDE_OK;
         if (st == TIDE_OK)
             st = execute(&o->task, o->id, o->queue, o->storages + nw, o->n_deps - nw, o->storages, nw);
         if (st != TIDE_OK) {

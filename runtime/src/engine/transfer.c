@@ -170,6 +170,16 @@ static tide_status launch(void * ctx) {
     }
     if (!(x->staging = staging_take(x->bytes, &x->cap))) return tide_last_status();
     char * dptr = (char *)tide_tensor_ptr(dview);
+    if (h2d && out->storage->block && tide_devblock_stream(out->storage->block) != stream) {
+        /* a block allocated for the compute stream (a tensor made before the
+         * copy) may be one a kernel there has just given back as scratch:
+         * this stream writes it only after what that stream was given */
+        tide_status st = tide_cuda_wait_stream(dev, TIDE_STREAM_COPY, TIDE_STREAM_COMPUTE, "copy");
+        if (st != TIDE_OK) {
+            release_staging(x);
+            return st;
+        }
+    }
     if (h2d) {
         tide_tensor * s  = staged(out, x->staging);
         tide_status   st = s ? host_copy(in, s) : tide_last_status();
