@@ -84,6 +84,8 @@ describe("CUDA kernels against the CPU's", function()
         end
       end
     end
+    both(function(t) return t:gt(0):cumsum(1, "bool") end, "cumsum in bool", layouts("float32").transposed)
+    both(function(t) return t:cumsum(1, "bool") end, "cumsum in bool past 256", tide.ones(300, 2, "bool"))
     local big = tide.randn(1000, 300)
     both(function(t) return t:sum() end, "sum of 300000", big)
     both(function(t) return t:sum(1) end, "sum over a long leading dim", big)

@@ -406,6 +406,16 @@ function A.log_softmax(l)
 end
 
 describe("cumsum, softmax, log_softmax", function()
+  it("cumsum in bool says whether any element so far is true", function()
+    local c = tide.tensor({ { false, true, false }, { false, false, false } }):cumsum(2, "bool")
+    assert.are.equal("bool", c:dtype())
+    assert.are.same({ { false, true, true }, { false, false, false } }, c:totable())
+    -- stored as true itself, so bool ops read it right (a count of 2 did not eq true)
+    assert.are.same({ true, true, true }, tide.ones(3, "bool"):cumsum(1, "bool"):eq(tide.ones(3, "bool")):totable())
+    assert.are.equal(300, tide.ones(300, "bool"):cumsum(1, "bool"):to("int64"):sum():item())   -- no wrap at 256
+    assert.are.same({ 0, 1, 2 }, tide.tensor({ false, true, true }):cumsum(1):totable())   -- counts in int64
+  end)
+
   it("compute hand-computed values", function()
     local x = tide.tensor({ { 1, 2, 3 }, { 4, 5, 6 } })
     H.equal(x:cumsum(1), { { 1, 2, 3 }, { 5, 7, 9 } })

@@ -624,8 +624,12 @@ int reduce(const tide_devcall * c, Kind kind) {
 /* cumsum by rows: blockDim.x threads scan an output's row `blockDim.x`
  * elements at a time, carrying the total; a split row starts from the sums of
  * the splits before it (part, from reduce_kernel). */
+/* A running count as stored: for a bool cumsum, whether any element so far
+ * is true (the CPU's too), not the count modulo 256. */
+template <typename T> __device__ inline T scanned(acc_of<T> count, bool any) { return any ? (T)(count != 0) : (T)count; }
+
 template <typename T, class Ld>
-__device__ void cumsum_row(const Plan & p, const Layout & l, const Ld & ld, const acc_of<T> * part) {
+__device__ void cumsum_row(const Plan & p, const Layout & l, const Ld & ld, const acc_of<T> * part, bool any) {
     using Acc = acc_of<T>;
     __shared__ Acc warp_sums[THREADS / 32];
     const int32_t  tx = threadIdx.x, ty = threadIdx.y, bx = blockDim.x;
@@ -666,22 +670,22 @@ __device__ void cumsum_row(const Plan & p, const Layout & l, const Ld & ld, cons
         } else {
             total = __shfl_sync(FULL, v, w - 1, w);
         }
-        if (in) store_to<T>(p.k[1], off[1] + r * so, (T)(carry + v));
+        if (in) store_to<T>(p.k[1], off[1] + r * so, scanned<T>(carry + v, any));
         carry += total;
     }
 }
 
 template <typename T>
 __global__ void __launch_bounds__(THREADS) cumsum_rows(const Plan p, const Layout l, const bool logical,
-                                                       const acc_of<T> * part) {
-    if (is_direct<T>(p.r[0], logical)) cumsum_row<T>(p, l, Direct<T>{(const T *)p.r[0].data}, part);
-    else cumsum_row<T>(p, l, Any<T>{p.r[0], logical}, part);
+                                                       const acc_of<T> * part, const bool any) {
+    if (is_direct<T>(p.r[0], logical)) cumsum_row<T>(p, l, Direct<T>{(const T *)p.r[0].data}, part, any);
+    else cumsum_row<T>(p, l, Any<T>{p.r[0], logical}, part, any);
 }
 
 /* cumsum by columns: a thread scans its output's elements in order (a scan
  * over a leading dim, where neighbouring threads read neighbouring memory). */
 template <typename T, class Ld> __device__ void cumsum_col(const Plan & p, const Layout & l, const Ld & ld,
-                                                           const acc_of<T> * part) {
+                                                           const acc_of<T> * part, bool any) {
     using Acc       = acc_of<T>;
     const int64_t n = p.kept.nelem, o = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (o >= n) return;
@@ -694,20 +698,19 @@ template <typename T, class Ld> __device__ void cumsum_col(const Plan & p, const
     const int64_t sx = p.r[0].strides[0], so = p.r[1].strides[0];
     for (int64_t r = r0; r < r1; r++) {
         carry += to_acc(ld(off[0] + r * sx));
-        store_to<T>(p.k[1], off[1] + r * so, (T)carry);
+        store_to<T>(p.k[1], off[1] + r * so, scanned<T>(carry, any));
     }
 }
 
 template <typename T>
 __global__ void __launch_bounds__(THREADS) cumsum_cols(const Plan p, const Layout l, const bool logical,
-                                                       const acc_of<T> * part) {
-    if (is_direct<T>(p.r[0], logical)) cumsum_col<T>(p, l, Direct<T>{(const T *)p.r[0].data}, part);
-    else cumsum_col<T>(p, l, Any<T>{p.r[0], logical}, part);
+                                                       const acc_of<T> * part, const bool any) {
+    if (is_direct<T>(p.r[0], logical)) cumsum_col<T>(p, l, Direct<T>{(const T *)p.r[0].data}, part, any);
+    else cumsum_col<T>(p, l, Any<T>{p.r[0], logical}, part, any);
 }
 
 /* Integer sums wrap as the CPU's do (in the compute dtype's width); a bool
- * cumsum stores whether its running count is nonzero modulo 256, which is the
- * truth of the CPU's uint8 count. Floats scan in double: the rounding can differ
+ * cumsum stores whether any element so far is true. Floats scan in double: the rounding can differ
  * from the CPU's sequential sum in the last bit of a float64 result. */
 template <typename T> int run_cumsum(const tide_devcall * c, const Plan & p, bool logical) {
     using Acc       = acc_of<T>;
@@ -731,8 +734,9 @@ template <typename T> int run_cumsum(const tide_devcall * c, const Plan & p, boo
             SumOp<T>{false, logical, false, false, 0}, p, l, part);
     }
     dim3 grid((unsigned)sg.gx, (unsigned)sg.l.splits);
-    if (g.l.cols) cumsum_cols<T><<<grid, sg.block, 0, s>>>(p, sg.l, logical, part);
-    else cumsum_rows<T><<<grid, sg.block, 0, s>>>(p, sg.l, logical, part);
+    const bool any = c->compute_dtype == TIDE_DTYPE_BOOL;
+    if (g.l.cols) cumsum_cols<T><<<grid, sg.block, 0, s>>>(p, sg.l, logical, part, any);
+    else cumsum_rows<T><<<grid, sg.block, 0, s>>>(p, sg.l, logical, part, any);
     return TIDE_DEVAPI_OK;
 }
 

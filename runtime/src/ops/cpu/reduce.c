@@ -582,7 +582,18 @@ SCAN(f64, double, double)
 SCAN(i32, int32_t, uint32_t)
 SCAN(i64, int64_t, uint64_t)
 SCAN(u8, uint8_t, uint8_t)
-SCAN(b, uint8_t, uint8_t)
+
+/* A bool cumsum: whether any element so far is true (a count would store 2,
+ * 3, ... in a bool, which eq and other bool ops then misread, and 256 trues
+ * would wrap to false). */
+static void cumsum_b(const uint8_t * restrict x, uint8_t * restrict y, int64_t R, int64_t B, int64_t w) {
+    uint8_t a[TILE] = {0};
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t j = 0; j < w; j++) {
+            a[j] |= x[r * B + j] != 0;
+            y[r * B + j] = a[j];
+        }
+}
 
 #define SOFTMAX(SUF, T, EXP, LOG)                                                                 \
     static void softmax_##SUF(const T * restrict x, T * restrict y, int64_t R, int64_t B,        \
