@@ -70,7 +70,8 @@ static void test_there_and_back(void) {
     int64_t pinned = fake.n_pinned;
     for (int i = 0; i < 20; i++) {
         tide_tensor * a = tide_tensor_to(x, -1, CUDA0, 0), * b = tide_tensor_to(a, -1, CPU, 0);
-        CHECK(at(b, 5) == 5.5);
+        /* both done (the upload completes on the copy stream, on its own time) */
+        CHECK(at(b, 5) == 5.5 && tide_tensor_wait(a) == TIDE_OK);
         tide_tensor_release(a);
         tide_tensor_release(b);
     }
