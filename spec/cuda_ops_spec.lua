@@ -132,18 +132,20 @@ describe("CUDA kernels against the CPU's", function()
   end)
 
   on_gpu("random ops draw the CPU's numbers for a seed", function()
+    -- bit for bit (tolerance 0), but randn in float64: CUDA's and glibc's double
+    -- log and sincos are not correctly rounded, and differ
     for _, case in ipairs {
-      { "rand", function(o) return tide.rand(1000, o) end },
-      { "randn", function(o) return tide.randn(1001, o) end },
+      { "rand", function(o) return tide.rand(1000, o) end, 0 },
+      { "randn", function(o) return tide.randn(100001, o) end, 0 },
       { "randn float64", function(o) return tide.randn(37, { dtype = "float64", device = o and o.device }) end },
-      { "randint", function(o) return tide.randint(-5, 1000, { 999 }, o) end },
-      { "randperm", function(o) return tide.randperm(500, o) end },
+      { "randint", function(o) return tide.randint(-5, 1000, { 999 }, o) end, 0 },
+      { "randperm", function(o) return tide.randperm(500, o) end, 0 },
     } do
       tide.manual_seed(42)
       local c = case[2]()
       tide.manual_seed(42)
       local g = case[2]({ device = DEV })
-      same(c, g, case[1])
+      same(c, g, case[1], case[3])
     end
     tide.manual_seed(9)
     local p = tide.rand(300)

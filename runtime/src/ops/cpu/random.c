@@ -8,6 +8,7 @@
  */
 #include "kernels.h"
 #include "philox.h"
+#include "crmath.h"
 
 #include <stdlib.h>
 
@@ -155,7 +156,8 @@ tide_status tide_cpu_rand(const tide_opcall * c) {
  * 2j + 1 of the stream are one Box-Muller pair (53-bit uniforms from draws 0
  * and 1 of each, so the tails reach 8.5 sigma): the even one takes the cosine,
  * the odd one the sine, whichever block either falls in. float32 does the
- * math in float (within a few ulp of the float64 formula, twice as fast). */
+ * math in float, with log, sin and cos rounded correctly (crmath.h), so that
+ * a CUDA device draws the same normals. */
 #define NORMALS(name, T, LOG, SQRT, SINCOS)                                                      \
     static void name(uint64_t seed, uint64_t g0, int64_t m, T * restrict z) {                    \
         uint32_t a[CHUNK + 2], b[CHUNK + 2];                                                     \
@@ -172,7 +174,7 @@ tide_status tide_cpu_rand(const tide_opcall * c) {
             if (e + 1 < m) z[e + 1] = r * s;                                                     \
         }                                                                                        \
     }
-NORMALS(normals_f32, float, logf, sqrtf, sincosf)
+NORMALS(normals_f32, float, log_f32, sqrtf, sincos_f32)   /* crmath.h: as the CUDA kernel's */
 NORMALS(normals_f64, double, log, sqrt, sincos)
 
 static tide_status randn_check(const tide_opcall * c) {
