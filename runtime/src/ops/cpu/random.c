@@ -138,7 +138,8 @@ CHUNKED(rand_f64, double, 1, RAND_SETUP(double),
         { double v = lo + span * u53(w0[k], w1[k]); o[b + k] = v > cap ? cap : v; })
 
 /* The sizes; low and high checked at the call, so that a device, whose
- * kernel cannot raise at the call, reports them alike. */
+ * kernel cannot raise at the call, reports them alike (rand's rule in
+ * ops.def; randn, randint and randperm have theirs below). */
 tide_status tide_shape_rand(tide_opcall * c, tide_shape_out * o) {
     TIDE_CHECK(rand_check(c));
     return tide_shape_sizes(c, o);
@@ -146,7 +147,6 @@ tide_status tide_shape_rand(tide_opcall * c, tide_shape_out * o) {
 
 tide_status tide_cpu_rand(const tide_opcall * c) {
     static const tide_ew_loop loops[TIDE_DTYPE_COUNT] = {[TIDE_DTYPE_F32] = rand_f32, [TIDE_DTYPE_F64] = rand_f64};
-    TIDE_CHECK(rand_check(c));
     return tide_ew_run(c, loops, -1);
 }
 
@@ -200,9 +200,13 @@ static tide_status randn_check(const tide_opcall * c) {
 RANDN_LOOP(randn_f32, float, normals_f32)
 RANDN_LOOP(randn_f64, double, normals_f64)
 
+tide_status tide_shape_randn(tide_opcall * c, tide_shape_out * o) {
+    TIDE_CHECK(randn_check(c));
+    return tide_shape_sizes(c, o);
+}
+
 tide_status tide_cpu_randn(const tide_opcall * c) {
     static const tide_ew_loop loops[TIDE_DTYPE_COUNT] = {[TIDE_DTYPE_F32] = randn_f32, [TIDE_DTYPE_F64] = randn_f64};
-    TIDE_CHECK(randn_check(c));
     return tide_ew_run(c, loops, -1);
 }
 
@@ -267,10 +271,7 @@ tide_status tide_cpu_randint(const tide_opcall * c) {
     static const tide_ew_loop loops[TIDE_DTYPE_COUNT] = {
         [TIDE_DTYPE_F32] = randint_f32, [TIDE_DTYPE_F64] = randint_f64, [TIDE_DTYPE_I32] = randint_i32,
         [TIDE_DTYPE_I64] = randint_i64, [TIDE_DTYPE_U8] = randint_u8};
-    int64_t  lo;
-    uint64_t range;
-    TIDE_CHECK(randint_bounds(c, &lo, &range));   /* again: the registry may still use `sizes` */
-    return tide_ew_run(c, loops, -1);
+    return tide_ew_run(c, loops, -1);   /* the bounds were checked by tide_shape_randint */
 }
 
 /* -- randperm: sort the elements by a random 64-bit key ---------------------------------------- */
@@ -357,8 +358,7 @@ static int64_t * radix_sort(uint64_t * key, int64_t * idx, uint64_t * key2, int6
     return idx;
 }
 
-tide_status tide_cpu_randperm(const tide_opcall * c) {
-    TIDE_CHECK(randperm_check(c));
+tide_status tide_cpu_randperm(const tide_opcall * c) {   /* n checked by tide_shape_randperm */
     tide_tensor * out = c->out[0];
     int64_t       n   = out->nelem;
     TIDE_ASSERT(out->ndim == 1);
