@@ -192,8 +192,7 @@ static tide_status flip_dims(const tide_op_params * p, const tide_tensor * x, bo
 }
 
 /* The shape of x; dims in ints normalised and checked (repeats are errors).
- * ops.def may name this rule (`flip`) instead of `first`, so that a bad dim is
- * reported by the call rather than by the kernel, at the next wait. */
+ * flip's rule in ops.def, so that a bad dim is reported by the call. */
 tide_status tide_shape_flip(tide_opcall * c, tide_shape_out * o) {
     bool flipped[TIDE_MAX_DIMS];
     TIDE_CHECK(flip_dims(&c->p, c->in[0], flipped));
@@ -204,8 +203,8 @@ tide_status tide_shape_flip(tide_opcall * c, tide_shape_out * o) {
     return tide_shape_first(c, o);
 }
 
-/* A copy of x viewed with negative strides along the flipped dims. The dims
- * are checked here too, since the registry's `first` rule does not. */
+/* A copy of x viewed with negative strides along the flipped dims (which
+ * the `flip` rule has checked and made 0-based). */
 tide_status tide_cpu_flip(const tide_opcall * c) {
     tide_tensor * x = c->in[0];
     bool flipped[TIDE_MAX_DIMS];
@@ -285,8 +284,8 @@ tide_status tide_cpu_repeat(const tide_opcall * c) {
 /* -- tril, triu ----------------------------------------------------------------------------- */
 
 /* The shape of x, which must have at least 2 dims; ints[0] (the diagonal)
- * defaults to 0. ops.def may name this rule (`tril`) for tril and triu instead
- * of `first`, so that a 1-d input is reported by the call. */
+ * defaults to 0. tril's and triu's rule in ops.def, so that a 1-d input is
+ * reported by the call. */
 tide_status tide_shape_tril(tide_opcall * c, tide_shape_out * o) {
     char a[128];
     if (c->in[0]->ndim < 2)
