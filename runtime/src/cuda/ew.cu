@@ -8,6 +8,9 @@
  */
 #include "common.cuh"
 
+#define TIDE_SHARED_FN static __host__ __device__ inline
+#include "ops/cpu/shared.h"
+
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -132,18 +135,6 @@ template <typename T> __device__ inline T wmul(T a, T b) {
     return (T)(U)((U)a * (U)b);
 }
 template <typename T> __device__ inline T wneg(T a) { return wsub((T)0, a); }
-
-/* binary.c's ipow: by squaring; a negative exponent gives 0 except for bases 1 and -1. */
-__device__ inline int64_t ipow(int64_t a, int64_t b) {
-    if (b < 0) return a == 1 ? 1 : a == -1 ? ((b & 1) ? -1 : 1) : 0;
-    uint64_t r = 1, x = (uint64_t)a;
-    while (b) {
-        if (b & 1) r *= x;
-        x *= x;
-        b >>= 1;
-    }
-    return (int64_t)r;
-}
 
 /* binary.c's integer remainder: the divisor's sign; by 0 (and by -1, which could trap) 0. */
 __device__ inline int64_t iremainder(int64_t a, int64_t b) {
@@ -337,7 +328,7 @@ struct Heavy {
             }
         } else {
             switch (op) {
-            case POW: return (T)ipow((int64_t)a, (int64_t)b);
+            case POW: return (T)tide_ipow((int64_t)a, (int64_t)b);
             /* by 0 is 0 (PyTorch raises; a kernel must not trap), and by -1 too (INT_MIN % -1 traps) */
             case FMOD:
                 if constexpr (std::is_signed_v<T>) return b == 0 || b == -1 ? (T)0 : (T)(a % b);
@@ -849,21 +840,14 @@ int k_flip(const tide_devcall * c) {
     return copy_into(c, out, view(x, x.ndim, x.sizes, strides, off), compute_of(out.dtype));
 }
 
-/* repeat: the output seen as (tile, element) pairs of dims, x broadcast (stride 0)
- * over the tile dims: one copy. Pairs beyond TIDE_MAX_DIMS dims become copies
- * over the leading ones, as in shape.c. */
+/* repeat: one copy of x into the output seen as shared.h's repeat plan; dims
+ * beyond TIDE_MAX_DIMS become copies over the leading ones, as in shape.c. */
 int k_repeat(const tide_devcall * c) {
     if (int rc = use(c->dev)) return rc;
     const tide_devtensor & x = c->in[0], & out = c->out[0];
     if (out.nelem == 0) return TIDE_DEVAPI_OK;
-    int32_t n = c->p.n_ints, lead = n - x.ndim, m = 0;
     int64_t sz[2 * TIDE_MAX_DIMS], ost[2 * TIDE_MAX_DIMS], xst[2 * TIDE_MAX_DIMS];
-    for (int32_t d = 0; d < n; d++) {
-        int64_t r = c->p.ints[d], s = d >= lead ? x.sizes[d - lead] : 1;
-        int64_t xs = d >= lead ? x.strides[d - lead] : 0, os = out.strides[d];
-        if (r > 1) sz[m] = r, ost[m] = s * os, xst[m] = 0, m++;
-        if (s > 1) sz[m] = s, ost[m] = os, xst[m] = xs, m++;
-    }
+    int32_t m     = tide_repeat_plan(c->p.n_ints, c->p.ints, x.ndim, x.sizes, x.strides, out.strides, sz, ost, xst);
     int32_t peel  = m > TIDE_MAX_DIMS ? m - TIDE_MAX_DIMS : 0;
     int64_t outer = 1;
     for (int32_t k = 0; k < peel; k++) outer *= sz[k];

@@ -7,6 +7,7 @@
  * transcendental ops are in transcend.c.
  */
 #include "kernels.h"
+#include "shared.h"
 
 /* -- loop generators ------------------------------------------------------------------------ */
 
@@ -86,22 +87,11 @@ KERNEL(mul, LOOPS_F(mul), LOOPS_I(mul), LOOPS_B(mul))
 GEN_F(BIN_LOOP, div, a / b)
 KERNEL(div, LOOPS_F(div))
 
-/* Integer pow by squaring; a negative exponent gives 0 except for bases 1 and -1. */
-static int64_t ipow(int64_t a, int64_t b) {
-    if (b < 0) return a == 1 ? 1 : a == -1 ? ((b & 1) ? -1 : 1) : 0;
-    uint64_t r = 1, x = (uint64_t)a;
-    while (b) {
-        if (b & 1) r *= x;
-        x *= x;
-        b >>= 1;
-    }
-    return (int64_t)r;
-}
 /* b == 2 squares, as tide_cpu_pow's fast path below does, so that every path
  * (a tensor of exponents, a fused chain of a compiled graph) gives the same bits. */
 BIN_LOOP(pow_f32, float, float, b == 2.0f ? a * a : powf(a, b))
 BIN_LOOP(pow_f64, double, double, b == 2.0 ? a * a : pow(a, b))
-GEN_I(BIN_LOOP, pow, ipow(a, b))
+GEN_I(BIN_LOOP, pow, tide_ipow(a, b))   /* shared.h: as the CUDA kernel */
 const tide_ew_loop tide_loops_pow[TIDE_DTYPE_COUNT] = {LOOPS_F(pow), LOOPS_I(pow)};
 
 /* x ^ 2 (squares in losses and variances) as x * x: the exact square rounded

@@ -6,6 +6,7 @@
  * threads; nothing here computes. Gathering by index tensors is in index.c.
  */
 #include "kernels.h"
+#include "shared.h"
 
 #include <stdio.h>
 
@@ -248,20 +249,13 @@ tide_status tide_shape_repeat(tide_opcall * c, tide_shape_out * o) {
     return TIDE_OK;
 }
 
-/* The output seen as (tile, element) pairs of dims: x broadcast (stride 0)
- * over the tile dims, one copy. Pairs beyond TIDE_MAX_DIMS dims become an
- * explicit loop over the leading ones. */
+/* One copy of x into the output seen as shared.h's repeat plan; dims beyond
+ * TIDE_MAX_DIMS become an explicit loop over the leading ones. */
 tide_status tide_cpu_repeat(const tide_opcall * c) {
     tide_tensor * x = c->in[0], * out = c->out[0];
     if (out->nelem == 0) return TIDE_OK;
-    int32_t n = c->p.n_ints, lead = n - x->ndim, m = 0;
     int64_t sz[2 * TIDE_MAX_DIMS], ost[2 * TIDE_MAX_DIMS], xst[2 * TIDE_MAX_DIMS];
-    for (int32_t d = 0; d < n; d++) {
-        int64_t r = c->p.ints[d], s = d >= lead ? x->sizes[d - lead] : 1;
-        int64_t xs = d >= lead ? x->strides[d - lead] : 0, os = out->strides[d];
-        if (r > 1) sz[m] = r, ost[m] = s * os, xst[m] = 0, m++;
-        if (s > 1) sz[m] = s, ost[m] = os, xst[m] = xs, m++;
-    }
+    int32_t m    = tide_repeat_plan(c->p.n_ints, c->p.ints, x->ndim, x->sizes, x->strides, out->strides, sz, ost, xst);
     int32_t peel = m > TIDE_MAX_DIMS ? m - TIDE_MAX_DIMS : 0;
     int64_t outer = 1;
     for (int32_t k = 0; k < peel; k++) outer *= sz[k];
