@@ -464,6 +464,25 @@ describe("jit.compile", function()
     assert.is_nil(f:explain():match("warning"))
   end)
 
+  it("replays a creation op (no tensor inputs) on the device it was captured on, whatever the default is now", function()
+    local f = tide.jit.compile(function(x) return x + tide.rand(2, 3) end)
+    local x = tide.zeros(2, 3, { device = "cpu:1" })
+    tide.set_default_device("cpu:1")
+    local ok, err = pcall(function()
+      for _ = 1, 2 do f(x) end                              -- a warm-up call, then the capture
+    end)
+    tide.set_default_device("cpu")
+    assert(ok, err)
+    for _ = 1, 3 do
+      tide.manual_seed(9)
+      local y = f(x)
+      assert.are.equal("cpu:1", y:device())
+      tide.manual_seed(9)
+      H.close(y, tide.rand(2, 3), 0, 0)                      -- the same draws as an eager rand
+    end
+    assert.are.equal(1, f:stats().captures)
+  end)
+
   it("recaptures, after a warm-up step, when the optimizer whose state it captured is replaced", function()
     local function build() local m = nn.Linear(4, 3); return m, tide.optim.Adam(m:parameters(), { lr = 1e-2 }) end
     local data = batches(12, { 5, 4 }, 3)

@@ -191,6 +191,11 @@ TIDE_INTERNAL const char * tide_op_name(int32_t op);
 TIDE_INTERNAL tide_status tide_op_prepare(int32_t op, tide_tensor * const * inputs, int32_t n_in,
                                           const tide_op_params * params, tide_tensor * out, tide_op_prepared * r);
 
+/* Sets this thread's default device to dev, unchecked (a device it had), and
+ * returns the one it replaces: for replays, whose ops of no inputs make their
+ * results where they did at capture. */
+TIDE_INTERNAL tide_device tide_default_device_swap(tide_device dev);
+
 /* Normalises a possibly negative 0-based dim against ndim (0-d tensors accept
  * 0 and -1). Sets an error naming op on failure. */
 TIDE_INTERNAL tide_status tide_wrap_dim(const char * op, int64_t dim, int32_t ndim, int32_t * out);

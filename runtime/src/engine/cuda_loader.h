@@ -46,6 +46,12 @@ TIDE_INTERNAL tide_status         tide_cuda_launch(tide_opcall * c);
 /* The completion step of an op launched by tide_cuda_launch, once the device
  * has done it: raises what its work reported (an index out of range). */
 TIDE_INTERNAL tide_status         tide_cuda_complete(tide_opcall * c);
+/* Raises what report r says of op `op` on cuda:`dev` (the device has done
+ * the work that fills it), and gives r back: what tide_cuda_complete does for
+ * one op call, for callers that launch several (a graph replay). */
+TIDE_INTERNAL tide_status         tide_cuda_raise_report(const char * op, int32_t dev, tide_devreport * r);
+/* Gives back report r (NULL: nothing) without reading it. */
+TIDE_INTERNAL void                tide_cuda_give_report(tide_devreport * r);
 /* Gives back a report an op took and never completed (its launch failed, or
  * the device did): the op's `drop`. */
 TIDE_INTERNAL void                tide_cuda_drop_report(tide_opcall * c);

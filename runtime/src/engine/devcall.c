@@ -86,13 +86,19 @@ void tide_cuda_drop_report(tide_opcall * c) {
     c->dev_report = NULL;
 }
 
+void tide_cuda_give_report(tide_devreport * r) {
+    if (r) give_report(r);
+}
+
 tide_status tide_cuda_complete(tide_opcall * c) {
     tide_devreport * r = c->dev_report;
-    if (!r) return TIDE_OK;
+    c->dev_report      = NULL;
+    return r ? tide_cuda_raise_report(tide_op_name(c->op), c->out[0]->dev.index, r) : TIDE_OK;
+}
+
+tide_status tide_cuda_raise_report(const char * op, int32_t dev, tide_devreport * r) {
     tide_devreport got = *r;   /* the device wrote it before the callback that brought us here */
-    tide_cuda_drop_report(c);
-    const char * op  = tide_op_name(c->op);
-    int32_t      dev = c->out[0]->dev.index;
+    give_report(r);
     switch (got.code) {
     case TIDE_DEVREPORT_NONE: return TIDE_OK;
     case TIDE_DEVREPORT_INDEX:

@@ -67,3 +67,9 @@ tide_status tide_set_default_device(tide_device dev) {
 }
 
 tide_device tide_get_default_device(void) { return default_device; }
+
+tide_device tide_default_device_swap(tide_device dev) {
+    tide_device old = default_device;
+    default_device  = dev;
+    return old;
+}

@@ -8,12 +8,15 @@
  * allocates only what it hands out (results, gradients), and pushes one task
  * that binds the arguments and runs the waves in order, the small steps of a
  * wave at once across the pool: no per-op checks, dependency analysis,
- * allocation or Lua. Graphs it cannot run this way (several
+ * allocation or Lua. On a CUDA device the task launches every step in order
+ * on the device's stream, and one completion raises what their work reported.
+ * Graphs it cannot run this way (several
  * devices, autograd history to record, nested captures, arguments that are
  * not contiguous or share memory with the graph's tensors) are left to the
  * node-by-node replay of graph.c, which says why in tide_graph_describe.
  */
 #include "pass.h"
+#include "../engine/cuda_loader.h"
 #include "../ops/cpu/kernels.h"
 
 #include <stdio.h>
@@ -201,7 +204,7 @@ static bool schedule(builder * b);
 static bool elide_copies(builder * b);
 static bool plan_arena(builder * b);
 
-/* Checks what the plan needs (one CPU device, no history to record), then
+/* Checks what the plan needs (one device, no history to record), then
  * schedules the nodes and places the arena. */
 static bool classify(builder * b) {
     tide_graph * g = b->g;
@@ -211,9 +214,11 @@ static bool classify(builder * b) {
         const tide_gvalue * v = &g->values[id];
         b->fresh[id] = -1, b->offset[id] = -1, b->root[id] = -1;
         if (v->kind == TIDE_GV_CONST && v->t && (v->t->flags & TIDE_TENSOR_WRAPPED_NUMBER)) continue;
-        if (v->dev.type != TIDE_DEVICE_CPU) return fail_build(b, "a value is not on a CPU device");
+        if (v->dev.type != TIDE_DEVICE_CPU && v->dev.type != TIDE_DEVICE_CUDA)
+            return fail_build(b, "a value is on a kind of device plans do not run on");
         if (!have_dev) x->dev = v->dev, have_dev = true;
-        else if (v->dev.index != x->dev.index) return fail_build(b, "its values are on several devices");
+        else if (v->dev.type != x->dev.type || v->dev.index != x->dev.index)
+            return fail_build(b, "its values are on several devices");
     }
     if (!have_dev) x->dev = (tide_device){TIDE_DEVICE_CPU, -1};
     /* what a replay hands out needs memory of its own: results and gradients */
@@ -538,7 +543,12 @@ static bool build_op(builder * b, int32_t i) {
     for (int32_t k = 0; k < n->n_in; k++) in[k] = b->t[n->in[k]];
     tide_tensor *    target = n->into >= 0 ? b->t[n->into] : NULL;
     tide_op_prepared r;
-    if (tide_op_prepare(n->op, in, n->n_in, &n->p, target, &r) != TIDE_OK) {
+    /* an op of no inputs makes its result where it did at capture */
+    bool        made = n->n_in == 0 && !target;
+    tide_device d0   = made ? tide_default_device_swap(g->values[n->out[0]].dev) : (tide_device){0, 0};
+    tide_status ps   = tide_op_prepare(n->op, in, n->n_in, &n->p, target, &r);
+    if (made) tide_default_device_swap(d0);
+    if (ps != TIDE_OK) {
         char why[160];
         snprintf(why, sizeof why, "node %d (%s) does not prepare: %s", i, tide_op_name(n->op), tide_last_error());
         return fail_build(b, why);
@@ -621,6 +631,7 @@ static bool build_view(builder * b, int32_t i) {
 static bool build_fused(builder * b, int32_t i) {
     tide_exec *        x = b->x;
     const tide_gnode * n = &b->g->nodes[i];
+    if (x->dev.type != TIDE_DEVICE_CPU) return fail_build(b, "a fused chain has no kernel on this device");
     step *             s = new_step(b, i);
     if (!s) return fail_build(b, "out of memory");
     s->fused = malloc(sizeof *s->fused);
@@ -673,6 +684,7 @@ static bool restore_const(builder * b, int32_t id) {
     tide_tensor *    src = v->init;
     if (tide_op_prepare(TIDE_OP_copy, &src, 1, NULL, t, &cp) != TIDE_OK)
         return fail_build(b, "a constant's copy does not prepare");
+    if (!cp.kernel) return fail_build(b, "a constant it writes in place was made on another device");
     if (!add_storage(&x->reads, &x->n_reads, src->storage)) return fail_build(b, "out of memory");
     step * s = add_step(x, TIDE_OP_copy, 0, -1 - id, "the start of the replay");   /* a unit before every node */
     if (!s) return fail_build(b, "out of memory");
@@ -852,19 +864,54 @@ typedef struct {
 } run_ctx;
 
 static uint64_t * rng_words(run_ctx * rc) { return (uint64_t *)(rc->roots + rc->x->n_args + rc->x->n_fresh); }
+/* A device replay's: per step, the report its launch took (or NULL), after the generator words. */
+static tide_devreport ** reports_of(run_ctx * rc) { return (tide_devreport **)(rng_words(rc) + 2 * rc->x->n_random); }
+static size_t ctx_size(const tide_exec * x) {
+    size_t n = sizeof(run_ctx) + (size_t)(x->n_args + x->n_fresh) * sizeof(tide_tensor *) + 2 * (size_t)x->n_random * 8;
+    return n + (x->dev.type == TIDE_DEVICE_CUDA ? (size_t)x->n_steps * sizeof(tide_devreport *) : 0);
+}
+
+static void bind_roots(run_ctx * rc) {
+    tide_exec * x = rc->x;
+    for (int32_t i = 0; i < x->n_binds; i++) {
+        const bind *   bd = &x->binds[i];
+        tide_tensor *  r  = rc->roots[bd->root];
+        tide_storage_retain(r->storage);
+        bd->t->storage = r->storage;
+        bd->t->offset  = r->offset + bd->delta;
+    }
+    uint64_t * rng = rng_words(rc);
+    for (int32_t i = 0; i < x->n_steps; i++) {
+        step * s = &x->steps[i];
+        if (s->random < 0) continue;
+        s->c.rng_seed   = rng[2 * s->random];
+        s->c.rng_offset = rng[2 * s->random + 1];
+    }
+}
+
+static void unbind_roots(tide_exec * x) {
+    for (int32_t i = 0; i < x->n_binds; i++) {
+        const bind * bd = &x->binds[i];
+        tide_storage_release(bd->t->storage);
+        bd->t->storage = x->dummies[bd->root];
+        bd->t->offset  = 0;
+    }
+}
+
+/* Sets the error of a step that failed, naming its op and line. */
+static tide_status step_failed(const step * s, tide_status st) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s (replaying %s captured at %s)", tide_last_error(),
+             s->op >= 0 ? tide_op_name(s->op) : "a fused chain", s->origin[0] ? s->origin : "?");
+    return tide_error_set(st, "%s", msg);
+}
 
 /* Runs step i, with the message naming its op and line on failure. */
 static tide_status run_step(step * s) {
     double      t0 = tide_trace_now();
     tide_status st = s->fused ? tide_ew_run_fused(s->fused, s->c.in, s->c.out[0]) : s->kernel(&s->c);
     if (t0 > 0) tide_trace_step(s->op >= 0 ? tide_op_name(s->op) : "fused", s->origin, t0);
-    if (st != TIDE_OK) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s (replaying %s captured at %s)", tide_last_error(),
-                 s->op >= 0 ? tide_op_name(s->op) : "a fused chain", s->origin[0] ? s->origin : "?");
-        tide_error_set(st, "%s", msg);
-    }
-    return st;
+    return st == TIDE_OK ? st : step_failed(s, st);
 }
 
 /* The small units of one wave, run at once across the pool. */
@@ -895,20 +942,7 @@ static void run_units(void * ctx, int64_t begin, int64_t end) {
 static tide_status run(void * ctx) {
     run_ctx *   rc = ctx;
     tide_exec * x  = rc->x;
-    uint64_t *  rng = rng_words(rc);
-    for (int32_t i = 0; i < x->n_binds; i++) {
-        const bind *   bd = &x->binds[i];
-        tide_tensor *  r  = rc->roots[bd->root];
-        tide_storage_retain(r->storage);
-        bd->t->storage = r->storage;
-        bd->t->offset  = r->offset + bd->delta;
-    }
-    for (int32_t i = 0; i < x->n_steps; i++) {
-        step * s = &x->steps[i];
-        if (s->random < 0) continue;
-        s->c.rng_seed   = rng[2 * s->random];
-        s->c.rng_offset = rng[2 * s->random + 1];
-    }
+    bind_roots(rc);
     /* Wave by wave: the small units of a wave together across the pool (their
      * kernels run serially there), then its large steps one by one, each
      * kernel splitting its own work across the pool. */
@@ -923,11 +957,51 @@ static tide_status run(void * ctx) {
         for (int32_t i = x->waves[w]; i < x->waves[w + 1] && st == TIDE_OK; i++)
             if (!x->steps[i].small || u1 - u0 < 2) st = run_step(&x->steps[i]);
     }
-    for (int32_t i = 0; i < x->n_binds; i++) {
-        const bind * bd = &x->binds[i];
-        tide_storage_release(bd->t->storage);
-        bd->t->storage = x->dummies[bd->root];
-        bd->t->offset  = 0;
+    unbind_roots(x);
+    return st;
+}
+
+/* A replay on a CUDA device: every step launched in order on the device's
+ * stream (the engine's device queue calls this, and learns from the device
+ * when the work is done). The steps' tensors are read at the launch, so the
+ * plan's headers are free for the next replay once it returns; the reports
+ * the launches took go with this replay, for complete_device. */
+static tide_status run_device(void * ctx) {
+    run_ctx *         rc  = ctx;
+    tide_exec *       x   = rc->x;
+    tide_devreport ** rep = reports_of(rc);
+    tide_status       st  = TIDE_OK;
+    bind_roots(rc);
+    for (int32_t i = 0; i < x->n_steps && st == TIDE_OK; i++) {
+        step * s = &x->steps[i];
+        double t0 = tide_trace_now();
+        st     = tide_cuda_launch(&s->c);
+        rep[i] = s->c.dev_report;
+        s->c.dev_report = NULL;
+        if (t0 > 0) tide_trace_step(tide_op_name(s->op), s->origin, t0);
+        if (st != TIDE_OK) st = step_failed(s, st);
+    }
+    unbind_roots(x);
+    return st;
+}
+
+/* Once the device has done a replay: what its steps' work reported, the
+ * first in step order raised. */
+static tide_status complete_device(void * ctx) {
+    run_ctx *         rc  = ctx;
+    tide_exec *       x   = rc->x;
+    tide_devreport ** rep = reports_of(rc);
+    tide_status       st  = TIDE_OK;
+    for (int32_t i = 0; i < x->n_steps; i++) {
+        if (!rep[i]) continue;
+        tide_devreport * r = rep[i];
+        rep[i] = NULL;
+        if (st != TIDE_OK) {
+            tide_cuda_give_report(r);
+            continue;
+        }
+        st = tide_cuda_raise_report(tide_op_name(x->steps[i].op), x->dev.index, r);
+        if (st != TIDE_OK) st = step_failed(&x->steps[i], st);
     }
     return st;
 }
@@ -940,6 +1014,8 @@ static void keep_run(void * ctx) {
 
 static void drop_run(void * ctx) {
     run_ctx * rc = ctx;
+    if (rc->x->dev.type == TIDE_DEVICE_CUDA)   /* a replay that never completed */
+        for (int32_t i = 0; i < rc->x->n_steps; i++) tide_cuda_give_report(reports_of(rc)[i]);
     tide_tensor_release_many(rc->roots, rc->x->n_args + rc->x->n_fresh);
     tide_exec_release(rc->x);
 }
@@ -985,7 +1061,7 @@ int32_t tide_exec_accepts(const tide_exec * x, tide_tensor * const * args) {
 tide_status tide_exec_replay(tide_exec * x, tide_tensor * const * args, tide_tensor ** outputs,
                              tide_tensor ** written, int32_t * n_written) {
     int32_t n_roots = x->n_args + x->n_fresh;
-    size_t  size    = sizeof(run_ctx) + (size_t)n_roots * sizeof(tide_tensor *) + 2 * (size_t)x->n_random * 8;
+    size_t  size    = ctx_size(x);
     /* one block: the task's context, then the storages it reads and writes */
     run_ctx * rc    = malloc(size + (size_t)(x->n_reads + x->n_writes + 2 * n_roots) * sizeof(tide_storage *));
     if (!rc) return tide_error_set(TIDE_E_OOM, "jit replay: out of memory");
@@ -1016,6 +1092,11 @@ tide_status tide_exec_replay(tide_exec * x, tide_tensor * const * args, tide_ten
     }
     for (int32_t f = 0; f < x->n_fresh; f++) ws[nw++] = rc->roots[x->n_args + f]->storage;
     tide_engine_task task = {run, rc, size, keep_run, drop_run, "replay", x->cost, describe_run, NULL, 0};
+    if (x->dev.type == TIDE_DEVICE_CUDA) {
+        memset(reports_of(rc), 0, (size_t)x->n_steps * sizeof(tide_devreport *));
+        task.fn       = run_device;
+        task.complete = complete_device;
+    }
     st = tide_engine_push(&task, rs, nr, ws, nw, x->dev);
     if (st == TIDE_OK) {
         int32_t off = tide_grad_off;

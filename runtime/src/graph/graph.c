@@ -602,8 +602,12 @@ tide_status tide_graph_run_node(const tide_graph * g, int32_t i, tide_tensor ** 
     tide_tensor * in[TIDE_OP_MAX_IN], * out[TIDE_OP_MAX_OUT] = {0};
     for (int32_t k = 0; k < n->n_in; k++) in[k] = n->in[k] >= 0 ? t[n->in[k]] : NULL;
     switch (n->kind) {
-    case TIDE_GN_OP:
+    case TIDE_GN_OP: {
+        /* an op of no inputs makes its result where it did at capture */
+        bool        made = n->n_in == 0 && n->into < 0;
+        tide_device d0   = made ? tide_default_device_swap(g->values[n->out[0]].dev) : (tide_device){0, 0};
         st = tide_op_call(n->op, in, n->n_in, &n->p, out, n->into >= 0 ? t[n->into] : NULL);
+        if (made) tide_default_device_swap(d0);
         if (st != TIDE_OK) break;
         if (n->into >= 0) {
             if (g->values[n->into].kind != TIDE_GV_NODE && fence) fence[(*n_fence)++] = out[0];
@@ -612,6 +616,7 @@ tide_status tide_graph_run_node(const tide_graph * g, int32_t i, tide_tensor ** 
         }
         for (int32_t k = 0; k < n->n_out; k++) t[n->out[k]] = out[k];
         break;
+    }
     case TIDE_GN_VIEW: {
         tide_tensor * r = tide_graph_make_view(n, &g->values[n->out[0]], in[0]);
         if (!r) st = tide_last_error()[0] ? TIDE_E_SHAPE : TIDE_E_INTERNAL;

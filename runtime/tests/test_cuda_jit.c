@@ -1,0 +1,214 @@
+/* test_cuda_jit.c - captured graphs replayed on a CUDA device, with the fake
+ * device of fake_device.h as the process's backend (its kernels are the CPU
+ * kernels, run on the device's memory, so a replay's numbers must equal the
+ * same step run eagerly on the CPU): a training step (forward, backward and
+ * an in-place update) replays as one task that launches every step on the
+ * device's stream, keeps device memory flat, and what a step's work reports
+ * on the device (an index out of range) comes back as the replay's error,
+ * naming the op and where it was captured; random ops draw what eager ones
+ * would. */
+#include "tide.h"
+#include "check.h"
+#include "core/internal.h"
+#include "engine/cuda_loader.h"
+#include "fake_device.h"
+
+#include <math.h>
+
+static const tide_device CPU = {TIDE_DEVICE_CPU, -1}, CUDA0 = {TIDE_DEVICE_CUDA, 0};
+
+static tide_tensor * call(const char * name, tide_tensor * a, tide_tensor * b, const tide_op_params * p,
+                          tide_tensor * dst) {
+    tide_tensor * in[2] = {a, b}, * out[4] = {NULL};
+    if (tide_op_call(tide_op_find(name), in, b ? 2 : 1, p, out, dst) != TIDE_OK) return NULL;
+    return out[0];
+}
+
+static tide_tensor * op(const char * name, tide_tensor * a, tide_tensor * b) { return call(name, a, b, NULL, NULL); }
+
+/* rows x cols of (i * 7 + shift) % 11 / 4 - 1, on dev */
+static tide_tensor * filled(int64_t rows, int64_t cols, int shift, tide_device dev) {
+    double  v[64];
+    int64_t sizes[2] = {rows, cols};
+    for (int64_t i = 0; i < rows * cols; i++) v[i] = (double)((i * 7 + shift) % 11) / 4 - 1;
+    tide_tensor * h = tide_tensor_from_doubles(v, cols ? 2 : 1, cols ? sizes : &rows, TIDE_DTYPE_F32);
+    if (dev.type == TIDE_DEVICE_CPU) return h;
+    tide_tensor * d = tide_tensor_to(h, -1, dev, 0);
+    tide_tensor_release(h);
+    return d;
+}
+
+static double at(tide_tensor * t, int64_t i) {
+    double v = NAN;
+    CHECK(tide_tensor_get(t, i, &v) == TIDE_OK);
+    return v;
+}
+
+static int64_t device_in_use(void) {
+    tide_devmem_stats st;
+    return tide_cuda_memory_stats(0, &st) == TIDE_OK ? st.bytes_in_use : -1;
+}
+
+/* One step of a one-layer regression: loss = sum((relu(x W + b) - y)^2),
+ * backward, then W -= lr dW and b -= lr db in place, gradients cleared. */
+static tide_tensor * train_step(tide_tensor * x, tide_tensor * y, tide_tensor * w, tide_tensor * b,
+                                tide_tensor * lr) {
+    tide_tensor * xw = op("matmul", x, w), * z = op("add", xw, b), * h = op("relu", z, NULL);
+    tide_tensor * d = op("sub", h, y), * d2 = op("mul", d, d), * loss = op("sum", d2, NULL);
+    CHECK(loss != NULL);
+    CHECK(tide_autograd_backward(1, &loss, NULL, 0) == TIDE_OK);
+    tide_autograd_set_enabled(0);
+    tide_tensor * params[2] = {w, b};
+    for (int k = 0; k < 2; k++) {
+        tide_tensor * g = tide_tensor_grad(params[k]), * s = op("mul", g, lr);
+        tide_tensor * u = call("sub", params[k], s, NULL, params[k]);
+        CHECK(u != NULL);
+        CHECK(tide_tensor_set_grad(params[k], NULL) == TIDE_OK);
+        tide_tensor_release(g), tide_tensor_release(s), tide_tensor_release(u);
+    }
+    tide_autograd_set_enabled(1);
+    tide_tensor * all[] = {xw, z, h, d, d2};
+    tide_tensor_release_many(all, 5);
+    return loss;
+}
+
+static void test_training_step(void) {
+    fake.autorun = 1;
+    enum { B = 6, I = 4, O = 3, R = 8 };
+    tide_tensor * w = filled(I, O, 1, CUDA0), * b = filled(O, 0, 2, CUDA0), * lr = NULL;
+    tide_tensor * wc = filled(I, O, 1, CPU), * bc = filled(O, 0, 2, CPU), * lrc = NULL;
+    {
+        tide_tensor * h = tide_tensor_full(0, NULL, 0.05, TIDE_DTYPE_F32);
+        lr = tide_tensor_to(h, -1, CUDA0, 0), lrc = h;
+    }
+    CHECK(tide_tensor_set_requires_grad(w, 1) == TIDE_OK && tide_tensor_set_requires_grad(b, 1) == TIDE_OK);
+    CHECK(tide_tensor_set_requires_grad(wc, 1) == TIDE_OK && tide_tensor_set_requires_grad(bc, 1) == TIDE_OK);
+
+    /* captured once, on the device, while it runs (the first step) */
+    tide_tensor * x = filled(B, I, 0, CUDA0), * y = filled(B, O, 5, CUDA0);
+    tide_tensor * xc = filled(B, I, 0, CPU), * yc = filled(B, O, 5, CPU);
+    tide_graph *  g = tide_graph_capture_begin();
+    CHECK(tide_graph_add_arg(g, x) == TIDE_OK && tide_graph_add_arg(g, y) == TIDE_OK);
+    tide_tensor * loss = train_step(x, y, w, b, lr);
+    CHECK(tide_graph_add_output(g, loss) == TIDE_OK);
+    tide_tensor_release(loss);
+    CHECK(tide_graph_capture_end(g, NULL, 0) == TIDE_OK);
+    CHECK(tide_graph_optimize(g, TIDE_GRAPH_PASS_ALL, NULL) == TIDE_OK);
+    tide_tensor_release(train_step(xc, yc, wc, bc, lrc));
+    tide_tensor_release(x), tide_tensor_release(y), tide_tensor_release(xc), tide_tensor_release(yc);
+
+    int64_t in_use = -1;
+    for (int r = 0; r < R; r++) {
+        tide_tensor * args[2] = {filled(B, I, r, CUDA0), filled(B, O, 3 * r, CUDA0)}, * out[1] = {NULL};
+        CHECK(tide_sync() == TIDE_OK);   /* the arguments' uploads */
+        int64_t k0 = fake.n_kernels, c0 = fake.n_callbacks;
+        CHECK(tide_graph_replay(g, args, 2, out) == TIDE_OK);
+        CHECK(tide_sync() == TIDE_OK);
+        /* every step a kernel, all of them behind one host callback */
+        CHECK(fake.n_kernels - k0 >= 10 && fake.n_callbacks - c0 == 1);
+        if (r == 0) CHECK(strstr(tide_graph_describe(g), "replayed as one task of") != NULL);
+        tide_tensor * xr = filled(B, I, r, CPU), * yr = filled(B, O, 3 * r, CPU);
+        tide_tensor * want = train_step(xr, yr, wc, bc, lrc);
+        CHECK(fabs(at(out[0], 0) - at(want, 0)) <= 1e-6 * fabs(at(want, 0)));
+        for (int i = 0; i < I * O; i++) CHECK(fabs(at(w, i) - at(wc, i)) <= 1e-6);
+        for (int i = 0; i < O; i++) CHECK(fabs(at(b, i) - at(bc, i)) <= 1e-6);
+        /* every step a kernel, all of them behind one host callback */
+        tide_tensor * all[] = {args[0], args[1], out[0], xr, yr, want};
+        tide_tensor_release_many(all, 6);
+        CHECK(tide_sync() == TIDE_OK);
+        if (r == 2) in_use = device_in_use();
+        if (r > 2) CHECK(device_in_use() == in_use);   /* flat: the arena and the results come back */
+    }
+    tide_graph_release(g);
+    tide_tensor * all[] = {w, b, lr, wc, bc, lrc};
+    tide_tensor_release_many(all, 6);
+    CHECK(tide_sync() == TIDE_OK);
+}
+
+/* A bad index found by a step's work on the device fails the replay's
+ * results with the op's message and where it was captured; a later replay
+ * with good indices runs. */
+static void test_device_report(void) {
+    fake.autorun    = 1;
+    tide_tensor * w = filled(5, 3, 1, CUDA0);
+    int64_t       n = 2;
+    tide_tensor * ih = tide_tensor_full(1, &n, 1, TIDE_DTYPE_I64), * ix = tide_tensor_to(ih, -1, CUDA0, 0);
+    tide_op_params p = {.n_ints = 1, .dtype = -1};
+    tide_graph *   g = tide_graph_capture_begin();
+    CHECK(tide_graph_add_arg(g, ix) == TIDE_OK);
+    tide_tensor * rows = call("index_select", w, ix, &p, NULL);
+    CHECK(tide_graph_set_origin(g, "model.lua:12") == TIDE_OK);
+    tide_tensor * y = op("relu", rows, NULL);
+    CHECK(tide_graph_add_output(g, y) == TIDE_OK);
+    tide_tensor_release(rows), tide_tensor_release(y);
+    CHECK(tide_graph_capture_end(g, NULL, 0) == TIDE_OK);
+    CHECK(tide_graph_optimize(g, TIDE_GRAPH_PASS_ALL, NULL) == TIDE_OK);
+
+    double        bad_v[2] = {4, 7};
+    tide_tensor * bh = tide_tensor_from_doubles(bad_v, 1, &n, TIDE_DTYPE_I64), * bad = tide_tensor_to(bh, -1, CUDA0, 0);
+    tide_tensor * out[1] = {NULL};
+    CHECK(tide_graph_replay(g, &bad, 1, out) == TIDE_OK);   /* the launch itself succeeds */
+    CHECK(strstr(tide_graph_describe(g), "replayed as one task of") != NULL);
+    double v;
+    CHECK(tide_tensor_get(out[0], 0, &v) == TIDE_E_INDEX);
+    const char * msg = tide_last_error();
+    CHECK(strstr(msg, "index_select: index 7 is out of range for dimension 1 of size 5 (on cuda:0)") != NULL);
+    CHECK(strstr(msg, "replaying index_select captured at model.lua:12") != NULL);
+    tide_tensor_release(out[0]);
+    CHECK(tide_sync() == TIDE_E_INDEX);   /* the replay's failure, which nothing else read */
+
+    CHECK(tide_graph_replay(g, &ix, 1, out) == TIDE_OK);
+    CHECK(at(out[0], 0) == fmax(0, at(w, 3)) && at(out[0], 5) == fmax(0, at(w, 5)));
+    tide_tensor_release(out[0]);
+    tide_graph_release(g);
+    tide_tensor * all[] = {w, ih, ix, bh, bad};
+    tide_tensor_release_many(all, 5);
+    CHECK(tide_sync() == TIDE_OK);
+}
+
+/* A replay's random op draws the numbers an eager one would at that point of
+ * the stream, and each replay draws new ones. */
+static void test_random(void) {
+    fake.autorun     = 1;
+    tide_op_params p = {.ints = {3, 4}, .n_ints = 2, .scalars = {0, 1}, .dtype = TIDE_DTYPE_F32};
+    tide_tensor *  z = filled(3, 4, 0, CUDA0);
+    CHECK(tide_set_default_device(CUDA0) == TIDE_OK);   /* where rand makes its result */
+    tide_graph *   g = tide_graph_capture_begin();
+    CHECK(tide_graph_add_arg(g, z) == TIDE_OK);
+    tide_tensor * res[1];
+    CHECK(tide_op_call(tide_op_find("rand"), NULL, 0, &p, res, NULL) == TIDE_OK);
+    tide_tensor * u = res[0];
+    tide_tensor * y = op("add", u, z);
+    CHECK(tide_graph_add_output(g, y) == TIDE_OK);
+    tide_tensor_release(u), tide_tensor_release(y);
+    CHECK(tide_graph_capture_end(g, NULL, 0) == TIDE_OK);
+    CHECK(tide_graph_optimize(g, TIDE_GRAPH_PASS_ALL, NULL) == TIDE_OK);
+    CHECK(tide_set_default_device(CPU) == TIDE_OK);
+    tide_tensor * zero = tide_tensor_zeros(2, (int64_t[]){3, 4}, TIDE_DTYPE_F32), * zd = tide_tensor_to(zero, -1, CUDA0, 0);
+    for (int r = 0; r < 3; r++) {
+        tide_manual_seed(40 + (uint64_t)(r == 2));   /* the third replay: another seed */
+        tide_tensor * out[1] = {NULL};
+        CHECK(tide_graph_replay(g, &zd, 1, out) == TIDE_OK);
+        CHECK(strstr(tide_graph_describe(g), "replayed as one task of") != NULL);
+        tide_manual_seed(40 + (uint64_t)(r == 2));
+        tide_op_params pc = p;
+        tide_tensor *  want = tide_op_call(tide_op_find("rand"), NULL, 0, &pc, res, NULL) == TIDE_OK ? res[0] : NULL;
+        CHECK(want != NULL);
+        for (int i = 0; i < 12; i++) CHECK(at(out[0], i) == at(want, i));
+        tide_tensor_release(out[0]), tide_tensor_release(want);
+    }
+    tide_graph_release(g);
+    tide_tensor * all[] = {z, zero, zd};
+    tide_tensor_release_many(all, 3);
+    CHECK(tide_sync() == TIDE_OK);
+}
+
+int main(void) {
+    tide_cuda_use_backend(&fake_api);
+    test_training_step();
+    test_device_report();
+    test_random();
+    tide_cuda_use_backend(NULL);
+    if (!check_failures) printf("test_cuda_jit: ok\n");
+    return check_failures;
+}
