@@ -16,10 +16,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A recorded graph: kernels (their calls, with the report memory each took
+ * while recorded) and copies, run in order at each launch. */
+typedef struct {
+    int              copy;
+    tide_devcall     call;
+    tide_devreport * rep;
+    void *           dst;
+    const void *     src;
+    size_t           n;
+} fake_node;
+
+typedef struct fake_graph {
+    fake_node * nodes;
+    int         n, cap;
+} fake_graph;
+
 typedef struct fake_stream {
     int64_t queued, finished;        /* work items put on it, and finished */
     struct { int64_t at; void (*fn)(void *); void * arg; } cb[64];
     int     n_cb;
+    fake_graph * capturing;          /* between capture_begin and capture_end */
 } fake_stream;
 
 typedef struct { fake_stream * s; int64_t at; } fake_event;
@@ -38,7 +55,22 @@ static struct {
     int64_t         n_callbacks;     /* host callbacks queued */
     int64_t         n_waits;         /* streams made to wait for an event */
     void *          last_scratch;    /* the scratch the last kernel took */
-} fake = {PTHREAD_MUTEX_INITIALIZER, 64 << 20, 0, 0, 0, 0, "", 0, 0, 0, 0, 0, 0, 0, 0, NULL};
+    int64_t         n_captures;      /* graphs recorded */
+    int64_t         n_graph_launches;
+    int             no_capture;      /* capture_end fails (as for a kernel a graph cannot hold) */
+} fake = {PTHREAD_MUTEX_INITIALIZER, 64 << 20, 0, 0, 0, 0, "", 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0};
+
+static int fake_record(fake_stream * s, fake_node nd) {
+    fake_graph * g = s->capturing;
+    if (g->n == g->cap) {
+        int         cap = g->cap ? 2 * g->cap : 16;
+        fake_node * l   = realloc(g->nodes, (size_t)cap * sizeof *l);
+        if (!l) return TIDE_DEVAPI_OOM;
+        g->nodes = l, g->cap = cap;
+    }
+    g->nodes[g->n++] = nd;
+    return TIDE_DEVAPI_OK;
+}
 
 /* Each allocation is preceded by its size, to give `used` back on free. */
 static int fake_mem_alloc(int32_t dev, size_t n, void ** out) {
@@ -167,6 +199,7 @@ static int fake_host_callback(int32_t dev, void * s, void (*fn)(void *), void * 
 
 /* Copies at once, but counts as work the stream has still to finish. */
 static int fake_copy_async(int32_t dev, void * dst, const void * src, size_t n, int32_t kind, void * s) {
+    if (((fake_stream *)s)->capturing) return fake_record(s, (fake_node){.copy = 1, .dst = dst, .src = src, .n = n});
     memcpy(dst, src, n);
     pthread_mutex_lock(&fake.lock);
     ((fake_stream *)s)->queued++;
@@ -203,9 +236,10 @@ static tide_tensor * fake_host_view(const tide_devtensor * t, double * num) {
     return tide_tensor_from_blob(t->data, t->ndim, t->sizes, t->strides, t->dtype, NULL, NULL);
 }
 
-/* Every op's kernel: the CPU kernel, run at launch on the tensors' memory,
- * after taking and writing a block of scratch (so ASan sees it is real). */
-static int fake_kernel_run(const tide_devcall * d) {
+/* The CPU kernel of call d on its tensors' memory. A bad index goes to the
+ * call's report, as a device kernel's does: `rep` when the call was recorded
+ * into a graph (written at every run), else one it asks for then. */
+static int fake_run_call(const tide_devcall * d, tide_devreport * rep) {
     tide_opcall c;
     double      nums[TIDE_OP_MAX_IN];
     memset(&c, 0, sizeof c);
@@ -216,12 +250,7 @@ static int fake_kernel_run(const tide_devcall * d) {
     c.rng_seed      = d->rng_seed;
     c.rng_offset    = d->rng_offset;
     c.p             = d->p;
-    void * scratch = d->scratch(d->scratch_ctx, 256);
-    if (!scratch) return TIDE_DEVAPI_OOM;
-    memset(scratch, 0xab, 256);
-    pthread_mutex_lock(&fake.lock);
-    fake.last_scratch = scratch;
-    pthread_mutex_unlock(&fake.lock);
+    if (rep) memset(rep, 0, sizeof *rep);
     int ok = 1;
     for (int32_t i = 0; i < d->n_in; i++) ok &= (c.in[i] = fake_host_view(&d->in[i], &nums[i])) != NULL;
     for (int32_t i = 0; i < d->n_out; i++) ok &= (c.out[i] = fake_host_view(&d->out[i], NULL)) != NULL;
@@ -233,13 +262,13 @@ static int fake_kernel_run(const tide_devcall * d) {
         sscanf(strstr(tide_last_error(), "index ") ? strstr(tide_last_error(), "index ") : "",
                "index %" SCNd64 " is out of range for dimension %d of size %" SCNd64, &got.value, &got.dim,
                &got.bound) == 3) {
-        /* as a device kernel does: the bad index goes back through the call's
-         * report, copied in stream order, and the launch itself succeeds */
-        tide_devreport * r = d->report(d->scratch_ctx);
+        /* the launch itself succeeds */
+        tide_devreport * r = rep ? rep : d->report(d->scratch_ctx);
         if (!r) return TIDE_DEVAPI_OOM;
         got.code = TIDE_DEVREPORT_INDEX;
         got.dim--;
-        fake_copy_async(d->dev, r, &got, sizeof got, TIDE_COPY_D2H, d->stream);
+        if (rep) memcpy(rep, &got, sizeof got);
+        else fake_copy_async(d->dev, r, &got, sizeof got, TIDE_COPY_D2H, d->stream);
         st = TIDE_OK;
     }
     if (st != TIDE_OK) snprintf(fake.error, sizeof fake.error, "%s", tide_last_error());
@@ -248,6 +277,76 @@ static int fake_kernel_run(const tide_devcall * d) {
     fake.n_kernels++;
     pthread_mutex_unlock(&fake.lock);
     return st == TIDE_OK ? TIDE_DEVAPI_OK : TIDE_DEVAPI_ERROR;
+}
+
+/* Every op's kernel: the CPU kernel, run at launch on the tensors' memory,
+ * after taking and writing a block of scratch (so ASan sees it is real).
+ * Recorded into a graph, it takes its scratch and a report now, as a device
+ * kernel's host code would, and runs at each launch. */
+static int fake_kernel_run(const tide_devcall * d) {
+    void * scratch = d->scratch(d->scratch_ctx, 256);
+    if (!scratch) return TIDE_DEVAPI_OOM;
+    memset(scratch, 0xab, 256);
+    pthread_mutex_lock(&fake.lock);
+    fake.last_scratch = scratch;
+    pthread_mutex_unlock(&fake.lock);
+    fake_stream * s = d->stream;
+    if (!s->capturing) return fake_run_call(d, NULL);
+    tide_devreport * rep = d->report(d->scratch_ctx);
+    if (!rep) return TIDE_DEVAPI_OOM;
+    return fake_record(s, (fake_node){.call = *d, .rep = rep});
+}
+
+static int fake_capture_begin(int32_t dev, void * s) {
+    fake_stream * st = s;
+    if (st->capturing) {
+        snprintf(fake.error, sizeof fake.error, "fake: the stream is recording already");
+        return TIDE_DEVAPI_ERROR;
+    }
+    st->capturing = calloc(1, sizeof *st->capturing);
+    return st->capturing ? TIDE_DEVAPI_OK : TIDE_DEVAPI_OOM;
+}
+
+static int fake_graph_destroy(int32_t dev, void * graph) {
+    fake_graph * g = graph;
+    free(g->nodes);
+    free(g);
+    return TIDE_DEVAPI_OK;
+}
+
+static int fake_capture_end(int32_t dev, void * s, void ** graph) {
+    fake_stream * st = s;
+    fake_graph *  g  = st->capturing;
+    st->capturing    = NULL;
+    *graph           = NULL;
+    if (!g || fake.no_capture) {
+        if (g) fake_graph_destroy(dev, g);
+        snprintf(fake.error, sizeof fake.error, "fake: the graph could not be recorded");
+        return TIDE_DEVAPI_ERROR;
+    }
+    pthread_mutex_lock(&fake.lock);
+    fake.n_captures++;
+    pthread_mutex_unlock(&fake.lock);
+    *graph = g;
+    return TIDE_DEVAPI_OK;
+}
+
+static int fake_graph_launch(int32_t dev, void * graph, void * s) {
+    fake_graph * g = graph;
+    pthread_mutex_lock(&fake.lock);
+    fake.n_graph_launches++;
+    pthread_mutex_unlock(&fake.lock);
+    for (int i = 0; i < g->n; i++) {
+        fake_node * nd = &g->nodes[i];
+        if (nd->copy) {
+            fake_copy_async(dev, nd->dst, nd->src, nd->n, TIDE_COPY_D2D, s);
+            continue;
+        }
+        tide_devcall c = nd->call;
+        c.stream       = s;
+        if (fake_run_call(&c, nd->rep) != TIDE_DEVAPI_OK) return TIDE_DEVAPI_ERROR;
+    }
+    return TIDE_DEVAPI_OK;
 }
 
 static tide_devkernel_fn fake_kernel(const char * op) {
@@ -279,7 +378,8 @@ static const tide_devapi fake_api = {
     fake_mem_free,       fake_mem_info,    fake_stream_create, fake_stream_destroy, fake_stream_sync,
     fake_event_create,   fake_event_destroy, fake_event_record, fake_event_query,  fake_event_sync,
     fake_stream_wait_event, fake_host_callback, fake_copy_async, fake_pinned_alloc, fake_pinned_free,
-    fake_kernel,         fake_copy_peer,
+    fake_kernel,         fake_copy_peer,     fake_capture_begin, fake_capture_end,  fake_graph_launch,
+    fake_graph_destroy,
 };
 
 #endif

@@ -97,16 +97,20 @@ static void test_training_step(void) {
     tide_tensor_release(train_step(xc, yc, wc, bc, lrc));
     tide_tensor_release(x), tide_tensor_release(y), tide_tensor_release(xc), tide_tensor_release(yc);
 
-    int64_t in_use = -1;
+    int64_t in_use = -1, captures = fake.n_captures;
     for (int r = 0; r < R; r++) {
         tide_tensor * args[2] = {filled(B, I, r, CUDA0), filled(B, O, 3 * r, CUDA0)}, * out[1] = {NULL};
         CHECK(tide_sync() == TIDE_OK);   /* the arguments' uploads */
-        int64_t k0 = fake.n_kernels, c0 = fake.n_callbacks;
+        int64_t k0 = fake.n_kernels, c0 = fake.n_callbacks, l0 = fake.n_graph_launches;
         CHECK(tide_graph_replay(g, args, 2, out) == TIDE_OK);
         CHECK(tide_sync() == TIDE_OK);
-        /* every step a kernel, all of them behind one host callback */
+        /* every step a kernel, all of them behind one host callback; from
+         * the second replay on, as one launch of the graph recorded then */
         CHECK(fake.n_kernels - k0 >= 10 && fake.n_callbacks - c0 == 1);
-        if (r == 0) CHECK(strstr(tide_graph_describe(g), "replayed as one task of") != NULL);
+        CHECK(fake.n_graph_launches - l0 == (r > 0));
+        const char * how = tide_graph_describe(g);
+        CHECK(strstr(how, "replayed as one task of") != NULL);
+        CHECK(strstr(how, r ? "on the device: one device graph launch" : "step by step until the second") != NULL);
         tide_tensor * xr = filled(B, I, r, CPU), * yr = filled(B, O, 3 * r, CPU);
         tide_tensor * want = train_step(xr, yr, wc, bc, lrc);
         CHECK(fabs(at(out[0], 0) - at(want, 0)) <= 1e-6 * fabs(at(want, 0)));
@@ -119,6 +123,7 @@ static void test_training_step(void) {
         if (r == 2) in_use = device_in_use();
         if (r > 2) CHECK(device_in_use() == in_use);   /* flat: the arena and the results come back */
     }
+    CHECK(fake.n_captures - captures == 1);
     tide_graph_release(g);
     tide_tensor * all[] = {w, b, lr, wc, bc, lrc};
     tide_tensor_release_many(all, 6);
@@ -157,9 +162,21 @@ static void test_device_report(void) {
     tide_tensor_release(out[0]);
     CHECK(tide_sync() == TIDE_E_INDEX);   /* the replay's failure, which nothing else read */
 
-    CHECK(tide_graph_replay(g, &ix, 1, out) == TIDE_OK);
-    CHECK(at(out[0], 0) == fmax(0, at(w, 3)) && at(out[0], 5) == fmax(0, at(w, 5)));
-    tide_tensor_release(out[0]);
+    /* then launched as a device graph: its report is copied out at each run */
+    for (int r = 0; r < 4; r++) {
+        CHECK(tide_graph_replay(g, r % 2 ? &bad : &ix, 1, out) == TIDE_OK);
+        if (r % 2 == 0) {
+            CHECK(at(out[0], 0) == fmax(0, at(w, 3)) && at(out[0], 5) == fmax(0, at(w, 5)));
+        } else {
+            CHECK(tide_tensor_get(out[0], 0, &v) == TIDE_E_INDEX);
+            CHECK(strstr(tide_last_error(), "index_select: index 7 is out of range for dimension 1 of size 5 (on "
+                                            "cuda:0) (replaying index_select captured at model.lua:12)") != NULL);
+            CHECK(tide_sync() == TIDE_E_INDEX);
+        }
+        tide_tensor_release(out[0]);
+    }
+    CHECK(tide_sync() == TIDE_OK);
+    CHECK(strstr(tide_graph_describe(g), "on the device: one device graph launch") != NULL);
     tide_graph_release(g);
     tide_tensor * all[] = {w, ih, ix, bh, bad};
     tide_tensor_release_many(all, 5);
@@ -190,6 +207,8 @@ static void test_random(void) {
         tide_tensor * out[1] = {NULL};
         CHECK(tide_graph_replay(g, &zd, 1, out) == TIDE_OK);
         CHECK(strstr(tide_graph_describe(g), "replayed as one task of") != NULL);
+        CHECK(tide_sync() == TIDE_OK);   /* the device queue has run it */
+        if (r > 0) CHECK(strstr(tide_graph_describe(g), "on the device: it draws random numbers") != NULL);
         tide_manual_seed(40 + (uint64_t)(r == 2));
         tide_op_params pc = p;
         tide_tensor *  want = tide_op_call(tide_op_find("rand"), NULL, 0, &pc, res, NULL) == TIDE_OK ? res[0] : NULL;
@@ -203,11 +222,48 @@ static void test_random(void) {
     CHECK(tide_sync() == TIDE_OK);
 }
 
+/* An argument the graph writes in place is copied back out of the device
+ * graph's fixed copy at each replay; and where the device cannot record the
+ * graph, the replays go on step by step, saying why. */
+static void test_written_argument(void) {
+    fake.autorun = 1;
+    for (int fails = 0; fails < 2; fails++) {
+        fake.no_capture = fails;
+        tide_tensor * w = filled(2, 3, 1, CUDA0), * x = filled(2, 3, 0, CUDA0);
+        tide_graph *  g = tide_graph_capture_begin();
+        CHECK(tide_graph_add_arg(g, x) == TIDE_OK);
+        tide_tensor * u = call("add", x, w, NULL, x), * y = op("mul", x, w);
+        CHECK(tide_graph_add_output(g, y) == TIDE_OK);
+        tide_tensor_release(u), tide_tensor_release(y);
+        CHECK(tide_graph_capture_end(g, NULL, 0) == TIDE_OK);
+        CHECK(tide_graph_optimize(g, TIDE_GRAPH_PASS_ALL, NULL) == TIDE_OK);
+        tide_tensor * a = filled(2, 3, 4, CUDA0), * a0 = filled(2, 3, 4, CPU), * wc = filled(2, 3, 1, CPU);
+        for (int r = 1; r <= 4; r++) {
+            tide_tensor * out[1] = {NULL};
+            CHECK(tide_graph_replay(g, &a, 1, out) == TIDE_OK);
+            for (int i = 0; i < 6; i++) {
+                double want = at(a0, i) + r * at(wc, i);
+                CHECK(fabs(at(a, i) - want) < 1e-6 && fabs(at(out[0], i) - want * at(wc, i)) < 1e-6);
+            }
+            tide_tensor_release(out[0]);
+        }
+        CHECK(tide_sync() == TIDE_OK);
+        CHECK(strstr(tide_graph_describe(g), fails ? "on the device: fake: the graph could not be recorded"
+                                                   : "on the device: one device graph launch") != NULL);
+        tide_graph_release(g);
+        tide_tensor * all[] = {w, x, a, a0, wc};
+        tide_tensor_release_many(all, 5);
+        CHECK(tide_sync() == TIDE_OK);
+    }
+    fake.no_capture = 0;
+}
+
 int main(void) {
     tide_cuda_use_backend(&fake_api);
     test_training_step();
     test_device_report();
     test_random();
+    test_written_argument();
     tide_cuda_use_backend(NULL);
     if (!check_failures) printf("test_cuda_jit: ok\n");
     return check_failures;

@@ -221,6 +221,40 @@ int copy_peer(int32_t dst_dev, void * dst, int32_t src_dev, const void * src, si
     return fail(cudaMemcpyPeerAsync(dst, dst_dev, src, src_dev, nbytes, (cudaStream_t)stream), "cudaMemcpyPeerAsync");
 }
 
+/* Relaxed: a kernel recorded may still allocate (the caching allocator
+ * grows with cudaMalloc), and other threads keep their own streams going. */
+int capture_begin(int32_t dev, void * stream) {
+    if (int rc = use(dev)) return rc;
+    return fail(cudaStreamBeginCapture((cudaStream_t)stream, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
+}
+
+int capture_end(int32_t dev, void * stream, void ** graph) {
+    *graph = nullptr;
+    if (int rc = use(dev)) return rc;
+    cudaGraph_t g   = nullptr;
+    cudaError_t err = cudaStreamEndCapture((cudaStream_t)stream, &g);
+    if (err != cudaSuccess) {
+        if (g) cudaGraphDestroy(g);
+        return fail(err, "cudaStreamEndCapture");
+    }
+    cudaGraphExec_t x = nullptr;
+    err = cudaGraphInstantiate(&x, g, 0);
+    cudaGraphDestroy(g);   /* the executable graph is a copy */
+    if (err != cudaSuccess) return fail(err, "cudaGraphInstantiate");
+    *graph = x;
+    return TIDE_DEVAPI_OK;
+}
+
+int graph_launch(int32_t dev, void * graph, void * stream) {
+    if (int rc = use(dev)) return rc;
+    return fail(cudaGraphLaunch((cudaGraphExec_t)graph, (cudaStream_t)stream), "cudaGraphLaunch");
+}
+
+int graph_destroy(int32_t dev, void * graph) {
+    if (int rc = use(dev)) return rc;
+    return fail(cudaGraphExecDestroy((cudaGraphExec_t)graph), "cudaGraphExecDestroy");
+}
+
 int pinned_alloc(size_t nbytes, void ** out) {
     /* portable: usable by every device's streams, not only the current one's */
     return fail(cudaHostAlloc(out, nbytes, cudaHostAllocPortable), "cudaHostAlloc");
@@ -316,6 +350,10 @@ const tide_devapi table = {
     pinned_free,
     kernel,
     copy_peer,
+    capture_begin,
+    capture_end,
+    graph_launch,
+    graph_destroy,
 };
 
 }   // namespace

@@ -264,7 +264,7 @@ int check_index(const tide_devcall * c, const tide_devtensor & index, int32_t di
     });
     check_report<<<1, 1, 0, st>>>(s, ix, dim, bound, flag, rep);
     if (int rc = launched(c)) return rc;
-    if (int rc = checked(c, cudaMemcpyAsync(host, rep, sizeof *rep, cudaMemcpyDeviceToHost, st), "copying the report"))
+    if (int rc = checked(c, cudaMemcpyAsync(host, rep, sizeof *rep, cudaMemcpyDefault, st), "copying the report"))
         return rc;
     *bad = flag;
     return TIDE_DEVAPI_OK;
@@ -615,7 +615,7 @@ int compact(const tide_devcall * c, const Shape & s, const Operands<2> & ops, ti
     if (int rc = checked(c, err, "scanning the mask")) return rc;
     count_kernel<P><<<1, 1, 0, st>>>(pos, n, out.nelem, bad, rep);
     if (int rc = launched(c)) return rc;
-    if (int rc = checked(c, cudaMemcpyAsync(host, rep, sizeof *rep, cudaMemcpyDeviceToHost, st), "copying the report"))
+    if (int rc = checked(c, cudaMemcpyAsync(host, rep, sizeof *rep, cudaMemcpyDefault, st), "copying the report"))
         return rc;
     if (out.nelem == 0) return TIDE_DEVAPI_OK;
     tide_devtensor dst;

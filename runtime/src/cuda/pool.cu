@@ -495,7 +495,7 @@ int op_max_pool2d_backward(const tide_devcall * c) {
     if (int rc = checked(c, cudaMemsetAsync(j.rep, 0, sizeof(tide_devreport), st), "cudaMemsetAsync")) return rc;
     if (int rc = dispatch(c, [&](auto s, auto t) { return launch_max_grad<decltype(s), decltype(t)>(c, j); }))
         return rc;
-    return checked(c, cudaMemcpyAsync(host, j.rep, sizeof(tide_devreport), cudaMemcpyDeviceToHost, st),
+    return checked(c, cudaMemcpyAsync(host, j.rep, sizeof(tide_devreport), cudaMemcpyDefault, st),
                    "cudaMemcpyAsync");
 }
 

@@ -468,7 +468,7 @@ int bernoulli_kernel_fn(const tide_devcall * c) {
     if (ps.nelem <= (int64_t)UINT32_MAX) find_bad_prob<uint32_t><<<blocks_for(ps.nelem), THREADS, 0, st>>>(ps, pop, bad);
     else find_bad_prob<uint64_t><<<blocks_for(ps.nelem), THREADS, 0, st>>>(ps, pop, bad);
     report_bad_prob<<<1, 1, 0, st>>>(ps, pop, bad, dev_r);
-    err = cudaMemcpyAsync(host_r, dev_r, sizeof *host_r, cudaMemcpyDeviceToHost, st);
+    err = cudaMemcpyAsync(host_r, dev_r, sizeof *host_r, cudaMemcpyDefault, st);
     if (err != cudaSuccess) return fail(err, "bernoulli: cudaMemcpyAsync");
 
     Operands<2> ops;

@@ -43,6 +43,23 @@ TIDE_INTERNAL uint32_t            tide_cuda_call_flags(void);
  * device's stream with the backend's kernel: the engine task of a device op
  * (engine/devcall.c). Returns once it is launched, not done. */
 TIDE_INTERNAL tide_status         tide_cuda_launch(tide_opcall * c);
+/* What calls recorded into a device graph took (device.h's capture_begin):
+ * their scratch and their reports' device memory, which every run of the
+ * graph uses again, so kept until the graph is freed. */
+typedef struct tide_cuda_held {
+    tide_devblock ** blocks;
+    int32_t          n, cap;
+} tide_cuda_held;
+/* tide_cuda_launch while the device's stream records a graph: what the call
+ * takes goes to `held`, and the device memory its work writes its report to
+ * (or NULL) to *dev_report, for the caller to copy out after each run. */
+TIDE_INTERNAL tide_status         tide_cuda_launch_held(tide_opcall * c, tide_cuda_held * held, void ** dev_report);
+/* Gives back to cuda:`dev` everything h holds (the graph it served is freed) and empties it. */
+TIDE_INTERNAL void                tide_cuda_held_free(tide_cuda_held * h, int32_t dev);
+/* A report in pinned host memory with code NONE, for a copy out of a graph's
+ * device report; NULL with the error set (naming op). Give it back with
+ * tide_cuda_raise_report or tide_cuda_give_report. */
+TIDE_INTERNAL tide_devreport *    tide_cuda_take_report(const char * op);
 /* The completion step of an op launched by tide_cuda_launch, once the device
  * has done it: raises what its work reported (an index out of range). */
 TIDE_INTERNAL tide_status         tide_cuda_complete(tide_opcall * c);

@@ -131,7 +131,20 @@ typedef struct {
     tide_devblock * blocks[MAX_SCRATCH];
     int32_t         n;
     bool            failed;   /* a request failed: libtide's error message is the one to report */
+    tide_cuda_held * held;    /* a call recorded into a graph: what it takes is kept there */
+    void **         dev_report;
 } scratch_ctx;
+
+static bool hold(tide_cuda_held * h, tide_devblock * b) {
+    if (h->n == h->cap) {
+        int32_t           cap = h->cap ? 2 * h->cap : 16;
+        tide_devblock **  l   = realloc(h->blocks, (size_t)cap * sizeof *l);
+        if (!l) return false;
+        h->blocks = l, h->cap = cap;
+    }
+    h->blocks[h->n++] = b;
+    return true;
+}
 
 static void * scratch(void * ctx, size_t nbytes) {
     scratch_ctx * s = ctx;
@@ -147,18 +160,37 @@ static void * scratch(void * ctx, size_t nbytes) {
         return NULL;
     }
     s->blocks[s->n++] = b;
+    if (s->held && !hold(s->held, b)) {
+        s->failed = true;
+        tide_error_set(TIDE_E_OOM, "%s: out of memory recording a device graph", s->op);
+        return NULL;
+    }
     return tide_devblock_ptr(b);
 }
 
 static tide_devreport * report(void * ctx) {
     scratch_ctx * s = ctx;
-    if (s->call->dev_report) {
+    if (s->call->dev_report || (s->dev_report && *s->dev_report)) {
         s->failed = true;
         tide_error_set(TIDE_E_INTERNAL, "%s: a device kernel asked for a second report", s->op);
         return NULL;
     }
+    if (s->held) {   /* recorded: device memory the graph's runs write, which the caller copies out after each */
+        tide_devreport * r = scratch(ctx, sizeof(tide_devreport));
+        *s->dev_report     = r;
+        return r;
+    }
     if (!(s->call->dev_report = take_report(s->op))) s->failed = true;
     return s->call->dev_report;
+}
+
+tide_devreport * tide_cuda_take_report(const char * op) { return take_report(op); }
+
+void tide_cuda_held_free(tide_cuda_held * h, int32_t dev) {
+    tide_devalloc * a = h->n ? tide_cuda_allocator(dev) : NULL;
+    for (int32_t i = 0; a && i < h->n; i++) tide_devalloc_free(a, h->blocks[i]);
+    free(h->blocks);
+    memset(h, 0, sizeof *h);
 }
 
 static void to_dev(const tide_tensor * t, tide_devtensor * d) {
@@ -184,7 +216,16 @@ static void to_dev(const tide_tensor * t, tide_devtensor * d) {
     else if (!tide_dtype_is_float(t->dtype_id)) d->ivalue = (int64_t)d->value;   /* exact: an int32, uint8 or bool */
 }
 
-tide_status tide_cuda_launch(tide_opcall * c) {
+static tide_status launch(tide_opcall * c, tide_cuda_held * held, void ** dev_report);
+
+tide_status tide_cuda_launch(tide_opcall * c) { return launch(c, NULL, NULL); }
+
+tide_status tide_cuda_launch_held(tide_opcall * c, tide_cuda_held * held, void ** dev_report) {
+    *dev_report = NULL;
+    return launch(c, held, dev_report);
+}
+
+static tide_status launch(tide_opcall * c, tide_cuda_held * held, void ** dev_report) {
     const char *        op  = tide_op_name(c->op);
     const tide_devapi * api = tide_cuda_api();
     tide_devkernel_fn   fn  = tide_cuda_kernel(c->op);
@@ -207,14 +248,15 @@ tide_status tide_cuda_launch(tide_opcall * c) {
     d.flags         = c->dev_flags;
     for (int32_t i = 0; i < c->n_in; i++) to_dev(c->in[i], &d.in[i]);
     for (int32_t i = 0; i < c->n_out; i++) to_dev(c->out[i], &d.out[i]);
-    scratch_ctx sc = {.alloc = alloc, .stream = stream, .op = op, .call = c};
+    scratch_ctx sc = {.alloc = alloc, .stream = stream, .op = op, .call = c, .held = held, .dev_report = dev_report};
     d.scratch      = scratch;
     d.scratch_ctx  = &sc;
     d.report       = report;
     c->dev_report  = NULL;
 
     int rc = fn(&d);
-    for (int32_t i = 0; i < sc.n; i++) tide_devalloc_free(alloc, sc.blocks[i]);
+    if (!held)   /* else the graph's, for its life: its runs use them again */
+        for (int32_t i = 0; i < sc.n; i++) tide_devalloc_free(alloc, sc.blocks[i]);
     if (rc == TIDE_DEVAPI_OK) return TIDE_OK;
     if (c->dev_report) {   /* work launched before the failure may still write it */
         api->stream_sync(dev, stream);

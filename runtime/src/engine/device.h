@@ -20,7 +20,7 @@ extern "C" {
 
 /* Bumped whenever the table below changes; libtide refuses a backend built
  * against another version instead of calling through a wrong layout. */
-enum { TIDE_DEVAPI_VERSION = 3 };
+enum { TIDE_DEVAPI_VERSION = 4 };
 
 /* What a backend function returns. On anything but OK the backend keeps a
  * message for its calling thread, which `error_text` returns. */
@@ -90,10 +90,13 @@ typedef struct tide_devcall {
      * libtide already holds the message. */
     void * (*scratch)(void * ctx, size_t nbytes);
     void *         scratch_ctx;
-    /* The call's report, in pinned host memory with code NONE, for the call's
-     * work to fill in stream order (see tide_devreport). NULL when libtide has
-     * none to give: return TIDE_DEVAPI_OOM then, libtide holds the message.
-     * Takes scratch_ctx. At most one per call. */
+    /* The call's report, for the call's work to fill in stream order (see
+     * tide_devreport), with a copy whose direction the runtime infers
+     * (cudaMemcpyDefault): pinned host memory, or device memory while libtide
+     * records the call into a graph (capture_begin). The work writes it whole
+     * at every run, code NONE when it found nothing wrong. NULL when libtide
+     * has none to give: return TIDE_DEVAPI_OOM then, libtide holds the
+     * message. Takes scratch_ctx. At most one per call. */
     tide_devreport * (*report)(void * ctx);
 } tide_devcall;
 
@@ -155,6 +158,20 @@ typedef struct tide_devapi {
      * order of `stream` (dst_dev's): directly where the devices can reach each
      * other's memory (peer access, turned on at first use), else through the host. */
     int (*copy_peer)(int32_t dst_dev, void * dst, int32_t src_dev, const void * src, size_t nbytes, void * stream);
+
+    /* -- graphs: a stream's work recorded once, then launched whole -- */
+    /* From now until capture_end, the work this thread gives `stream` is
+     * recorded, not run (kernels may allocate meanwhile: cudaStreamCaptureModeRelaxed).
+     * Scratch a kernel takes while recorded is the graph's for its life. */
+    int (*capture_begin)(int32_t dev, void * stream);
+    /* Ends the recording; *graph is it, ready to launch, or NULL with an error
+     * (a kernel did something a graph cannot hold: the recording is dropped,
+     * and the stream runs work again). */
+    int (*capture_end)(int32_t dev, void * stream, void ** graph);
+    /* Runs the recorded work on `stream`, in its order, as one launch. */
+    int (*graph_launch)(int32_t dev, void * graph, void * stream);
+    /* Frees a graph; launches already given run to their end. */
+    int (*graph_destroy)(int32_t dev, void * graph);
 } tide_devapi;
 
 /* The symbol a backend library exports: its table, or NULL when it was built

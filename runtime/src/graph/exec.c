@@ -93,9 +93,23 @@ struct tide_exec {
     tide_tensor **  bumped;            /* fixed tensors written in place: versions, fences */
     int32_t         n_bumped;
     bool            args_grad_check;   /* a replay with an argument that requires grad must record history */
+    /* CUDA: from the second replay on, the steps run as one device graph
+     * (device.h's capture), recorded over fixed copies of the roots: a
+     * replay copies its arguments in, launches the graph, and copies the
+     * results (and the arguments it writes) out. */
+    tide_gvalue *   arg_meta;          /* each argument's value (shape, dtype) */
+    int32_t         n_device_runs;
+    atomic_int      graph_state;       /* GRAPH_* */
+    char            graph_why[160];    /* GRAPH_NO: why, set before the state */
+    void *          graph;
+    tide_tensor **  statics;           /* per root: the graph's fixed copy */
+    tide_cuda_held  held;              /* scratch and reports its calls took, kept with it */
+    void **         dev_reports;       /* per step: the device memory of its report, or NULL */
     int64_t         cost;
     char            largest[512];      /* the largest arena values, with the lines that made them */
 };
+
+enum { GRAPH_UNTRIED = 0, GRAPH_READY = 1, GRAPH_NO = 2 };
 
 /* -- building ---------------------------------------------------------------------------------- */
 
@@ -715,7 +729,8 @@ static bool build(builder * b) {
     int32_t n_roots = x->n_args + x->n_fresh;
     x->dummies     = calloc((size_t)(n_roots > 0 ? n_roots : 1), sizeof *x->dummies);
     x->arg_written = calloc((size_t)(x->n_args > 0 ? x->n_args : 1), sizeof *x->arg_written);
-    if (!x->dummies || !x->arg_written) return fail_build(b, "out of memory");
+    x->arg_meta    = calloc((size_t)(x->n_args > 0 ? x->n_args : 1), sizeof *x->arg_meta);
+    if (!x->dummies || !x->arg_written || !x->arg_meta) return fail_build(b, "out of memory");
     for (int32_t r = 0; r < n_roots; r++)
         if (!(x->dummies[r] = tide_storage_new(0, x->dev))) return fail_build(b, "out of memory");
     for (int32_t id = 0; id < g->n_values; id++) {
@@ -731,6 +746,8 @@ static bool build(builder * b) {
                 return fail_build(b, "out of memory");
             }
         } else if (v->kind == TIDE_GV_ARG) {
+            x->arg_meta[v->arg]   = *v;
+            x->arg_meta[v->arg].t = NULL;
             tide_tensor * t = header(v, x->dummies[v->arg], 0);
             if (!t || !own(x, t)) {
                 tide_tensor_release(t);
@@ -806,8 +823,21 @@ static bool build(builder * b) {
     return true;
 }
 
+static void drop_graph(tide_exec * x) {
+    const tide_devapi * api = tide_cuda_api();
+    if (x->graph && api) api->graph_destroy(x->dev.index, x->graph);
+    x->graph = NULL;
+    tide_cuda_held_free(&x->held, x->dev.index);
+    for (int32_t r = 0; x->statics && r < x->n_args + x->n_fresh; r++) tide_tensor_release(x->statics[r]);
+    free(x->statics), free(x->dev_reports);
+    x->statics     = NULL;
+    x->dev_reports = NULL;
+}
+
 void tide_exec_release(tide_exec * x) {
     if (!x || atomic_fetch_sub(&x->refcount, 1) != 1) return;
+    drop_graph(x);
+    free(x->arg_meta);
     for (int32_t i = 0; i < x->n_steps; i++) free(x->steps[i].fused);
     tide_tensor_release_many(x->owned, x->n_owned);
     int32_t n_roots = x->n_args + x->n_fresh;
@@ -961,6 +991,9 @@ static tide_status run(void * ctx) {
     return st;
 }
 
+static void        record_graph(tide_exec * x);
+static tide_status run_graph(run_ctx * rc);
+
 /* A replay on a CUDA device: every step launched in order on the device's
  * stream (the engine's device queue calls this, and learns from the device
  * when the work is done). The steps' tensors are read at the launch, so the
@@ -971,6 +1004,11 @@ static tide_status run_device(void * ctx) {
     tide_exec *       x   = rc->x;
     tide_devreport ** rep = reports_of(rc);
     tide_status       st  = TIDE_OK;
+    /* the first replay launches step by step (kernels set up their libraries
+     * and caches then), the second records the graph that later ones launch */
+    if (atomic_load_explicit(&x->graph_state, memory_order_relaxed) == GRAPH_UNTRIED && x->n_device_runs++ >= 1)
+        record_graph(x);
+    if (atomic_load_explicit(&x->graph_state, memory_order_relaxed) == GRAPH_READY) return run_graph(rc);
     bind_roots(rc);
     for (int32_t i = 0; i < x->n_steps && st == TIDE_OK; i++) {
         step * s = &x->steps[i];
@@ -982,6 +1020,101 @@ static tide_status run_device(void * ctx) {
         if (st != TIDE_OK) st = step_failed(s, st);
     }
     unbind_roots(x);
+    return st;
+}
+
+/* Gives up on a device graph for x, saying why (for tide_graph_describe). */
+static void no_graph(tide_exec * x, const char * why) {
+    drop_graph(x);
+    snprintf(x->graph_why, sizeof x->graph_why, "%s", why);
+    atomic_store_explicit(&x->graph_state, GRAPH_NO, memory_order_release);
+}
+
+/* Records the plan's steps as one device graph over fixed copies of its
+ * roots, once; on failure the plan goes on launching step by step. */
+static void record_graph(tide_exec * x) {
+    const tide_devapi * api = tide_cuda_api();
+    int32_t dev = x->dev.index, n_roots = x->n_args + x->n_fresh;
+    void *  stream = tide_cuda_stream(dev);
+    char    why[160];
+    if (x->n_random) return no_graph(x, "it draws random numbers, which a device graph cannot draw anew yet");
+    if (!stream) return no_graph(x, "the device has no stream");
+    x->statics     = calloc((size_t)(n_roots > 0 ? n_roots : 1), sizeof *x->statics);
+    x->dev_reports = calloc((size_t)(x->n_steps > 0 ? x->n_steps : 1), sizeof *x->dev_reports);
+    run_ctx * rc   = calloc(1, sizeof(run_ctx) + (size_t)(n_roots > 0 ? n_roots : 1) * sizeof(tide_tensor *));
+    if (!x->statics || !x->dev_reports || !rc) {
+        free(rc);
+        return no_graph(x, "out of memory");
+    }
+    rc->x = x;
+    for (int32_t r = 0; r < n_roots; r++) {
+        const tide_gvalue * v = r < x->n_args ? &x->arg_meta[r] : &x->fresh_meta[r - x->n_args];
+        if (!(x->statics[r] = rc->roots[r] = tide_tensor_empty(v->ndim, v->sizes, v->dtype, x->dev))) {
+            free(rc);
+            return no_graph(x, "out of device memory for its fixed arguments and results");
+        }
+    }
+    if (api->capture_begin(dev, stream) != TIDE_DEVAPI_OK) {
+        snprintf(why, sizeof why, "recording failed: %s", api->error_text());
+        free(rc);
+        return no_graph(x, why);
+    }
+    bind_roots(rc);
+    tide_status st = TIDE_OK;
+    for (int32_t i = 0; i < x->n_steps && st == TIDE_OK; i++)
+        st = tide_cuda_launch_held(&x->steps[i].c, &x->held, &x->dev_reports[i]);
+    if (st != TIDE_OK) snprintf(why, sizeof why, "%s", tide_last_error());
+    unbind_roots(x);
+    free(rc);
+    void * graph = NULL;
+    if (api->capture_end(dev, stream, &graph) != TIDE_DEVAPI_OK && st == TIDE_OK) {
+        st = TIDE_E_DEVICE;
+        snprintf(why, sizeof why, "%s", api->error_text());
+    }
+    x->graph = graph;
+    if (st != TIDE_OK) return no_graph(x, why);
+    atomic_store_explicit(&x->graph_state, GRAPH_READY, memory_order_release);
+}
+
+/* A copy of n bytes between two of the device's tensors, in stream order. */
+static tide_status copy_dense(tide_exec * x, tide_tensor * dst, tide_tensor * src, void * stream) {
+    size_t n = (size_t)src->nelem * tide_dtype_size(src->dtype_id);
+    if (!n) return TIDE_OK;
+    const tide_devapi * api = tide_cuda_api();
+    if (api->copy_async(x->dev.index, tide_tensor_ptr(dst), tide_tensor_ptr(src), n, TIDE_COPY_D2D, stream) ==
+        TIDE_DEVAPI_OK)
+        return TIDE_OK;
+    return tide_error_set(TIDE_E_DEVICE, "jit replay: copying around the device graph failed: %s (on cuda:%d)",
+                          api->error_text(), x->dev.index);
+}
+
+/* A replay as one launch of the plan's device graph: the arguments copied
+ * into its fixed ones, the graph, then its fixed results copied into this
+ * replay's, the arguments it wrote back into theirs, and its reports into
+ * pinned memory for complete_device. */
+static tide_status run_graph(run_ctx * rc) {
+    tide_exec *         x   = rc->x;
+    const tide_devapi * api = tide_cuda_api();
+    void *              stream = tide_cuda_stream(x->dev.index);
+    tide_status         st  = TIDE_OK;
+    for (int32_t k = 0; k < x->n_args && st == TIDE_OK; k++) st = copy_dense(x, x->statics[k], rc->roots[k], stream);
+    if (st != TIDE_OK) return st;
+    if (api->graph_launch(x->dev.index, x->graph, stream) != TIDE_DEVAPI_OK)
+        return tide_error_set(TIDE_E_DEVICE, "jit replay: launching the device graph failed: %s (on cuda:%d)",
+                              api->error_text(), x->dev.index);
+    for (int32_t k = 0; k < x->n_args && st == TIDE_OK; k++)
+        if (x->arg_written[k]) st = copy_dense(x, rc->roots[k], x->statics[k], stream);
+    for (int32_t f = x->n_args; f < x->n_args + x->n_fresh && st == TIDE_OK; f++)
+        st = copy_dense(x, rc->roots[f], x->statics[f], stream);
+    tide_devreport ** rep = reports_of(rc);
+    for (int32_t i = 0; i < x->n_steps && st == TIDE_OK; i++) {
+        if (!x->dev_reports[i]) continue;
+        if (!(rep[i] = tide_cuda_take_report(tide_op_name(x->steps[i].op)))) return tide_last_status();
+        if (api->copy_async(x->dev.index, rep[i], x->dev_reports[i], sizeof(tide_devreport), TIDE_COPY_D2H, stream) !=
+            TIDE_DEVAPI_OK)
+            st = tide_error_set(TIDE_E_DEVICE, "jit replay: copying a report out of the device graph failed: %s "
+                                "(on cuda:%d)", api->error_text(), x->dev.index);
+    }
     return st;
 }
 
@@ -1134,3 +1267,11 @@ int64_t tide_exec_peak_bytes(const tide_exec * x) {
 const char * tide_exec_largest(const tide_exec * x) { return x->largest; }
 int32_t tide_exec_num_steps(const tide_exec * x) { return x->n_steps; }
 int32_t tide_exec_num_waves(const tide_exec * x) { return x->n_waves; }
+
+const char * tide_exec_device_graph(const tide_exec * x) {
+    switch (atomic_load_explicit(&x->graph_state, memory_order_acquire)) {
+    case GRAPH_READY: return "one device graph launch";
+    case GRAPH_NO:    return x->graph_why;
+    default:          return x->dev.type == TIDE_DEVICE_CUDA ? "" : NULL;
+    }
+}

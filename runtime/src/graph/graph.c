@@ -799,9 +799,11 @@ const char * tide_graph_describe(tide_graph * g) {
     put(&out, "return");
     for (int32_t i = 0; i < g->n_outputs; i++) put(&out, "%s%%%d", i ? ", " : " ", g->outputs[i]);
     tide_exec * x = exec_of(g);
+    const char * dg = x ? tide_exec_device_graph(x) : NULL;
     if (x) put(&out, "\n-- replayed as one task of %d steps in %d waves; arena and results %.2f MiB",
                tide_exec_num_steps(x), tide_exec_num_waves(x), (double)tide_exec_peak_bytes(x) / 1048576.0);
     else if (g->exec_tried) put(&out, "\n-- replayed node by node: %s", g->exec_why);
+    if (dg) put(&out, "\n-- on the device: %s", dg[0] ? dg : "step by step until the second replay records a graph");
     return s;
 }
 

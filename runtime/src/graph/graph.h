@@ -138,6 +138,10 @@ TIDE_INTERNAL int64_t      tide_exec_peak_bytes(const tide_exec * x);
 TIDE_INTERNAL const char * tide_exec_largest(const tide_exec * x);
 TIDE_INTERNAL int32_t      tide_exec_num_steps(const tide_exec * x);
 TIDE_INTERNAL int32_t      tide_exec_num_waves(const tide_exec * x);
+/* How a CUDA plan's replays run on the device: "one device graph launch",
+ * why they launch step by step, or "" before the second replay has tried
+ * to record the graph; NULL for a CPU plan. */
+TIDE_INTERNAL const char * tide_exec_device_graph(const tide_exec * x);
 /* What node n does, as one number: two nodes with the same code ran the same op
  * on as many inputs, both in place or neither. */
 TIDE_INTERNAL int32_t       tide_graph_trace_code(const tide_gnode * n);
