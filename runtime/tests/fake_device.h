@@ -247,8 +247,8 @@ static int fake_run_call(const tide_devcall * d, tide_devreport * rep) {
     c.n_in          = d->n_in;
     c.n_out         = d->n_out;
     c.compute_dtype = d->compute_dtype;
-    c.rng_seed      = d->rng_seed;
-    c.rng_offset    = d->rng_offset;
+    c.rng_seed      = d->rng_at ? ((const uint64_t *)d->rng_at)[0] : d->rng_seed;
+    c.rng_offset    = d->rng_at ? ((const uint64_t *)d->rng_at)[1] : d->rng_offset;
     c.p             = d->p;
     if (rep) memset(rep, 0, sizeof *rep);
     int ok = 1;

@@ -202,14 +202,22 @@ static void test_random(void) {
     CHECK(tide_graph_optimize(g, TIDE_GRAPH_PASS_ALL, NULL) == TIDE_OK);
     CHECK(tide_set_default_device(CPU) == TIDE_OK);
     tide_tensor * zero = tide_tensor_zeros(2, (int64_t[]){3, 4}, TIDE_DTYPE_F32), * zd = tide_tensor_to(zero, -1, CUDA0, 0);
-    for (int r = 0; r < 3; r++) {
-        tide_manual_seed(40 + (uint64_t)(r == 2));   /* the third replay: another seed */
+    for (int r = 0; r < 5; r++) {
+        tide_manual_seed(40 + (uint64_t)(r >= 2));   /* from the third replay: another seed */
+        if (r == 4) {   /* the last replay draws after an eager draw */
+            CHECK(tide_op_call(tide_op_find("rand"), NULL, 0, &p, res, NULL) == TIDE_OK);
+            tide_tensor_release(res[0]);
+        }
         tide_tensor * out[1] = {NULL};
         CHECK(tide_graph_replay(g, &zd, 1, out) == TIDE_OK);
         CHECK(strstr(tide_graph_describe(g), "replayed as one task of") != NULL);
         CHECK(tide_sync() == TIDE_OK);   /* the device queue has run it */
-        if (r > 0) CHECK(strstr(tide_graph_describe(g), "on the device: it draws random numbers") != NULL);
-        tide_manual_seed(40 + (uint64_t)(r == 2));
+        if (r > 0) CHECK(strstr(tide_graph_describe(g), "on the device: one device graph launch") != NULL);
+        tide_manual_seed(40 + (uint64_t)(r >= 2));
+        if (r == 4) {
+            CHECK(tide_op_call(tide_op_find("rand"), NULL, 0, &p, res, NULL) == TIDE_OK);
+            tide_tensor_release(res[0]);
+        }
         tide_op_params pc = p;
         tide_tensor *  want = tide_op_call(tide_op_find("rand"), NULL, 0, &pc, res, NULL) == TIDE_OK ? res[0] : NULL;
         CHECK(want != NULL);

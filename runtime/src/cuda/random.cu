@@ -3,7 +3,8 @@
  * randperm, bernoulli): the CPU's arithmetic (ops/cpu/random.c) on the same
  * Philox stream (ops/cpu/philox.h), so that a seed gives the same tensor on
  * either device. Element g of the result (row-major, whatever out's strides)
- * takes stream element c->rng_offset + g; reserving that slice is libtide's.
+ * takes stream element c->rng_offset + g (or, recorded into a graph, the
+ * offset at c->rng_at when the graph runs); reserving that slice is libtide's.
  * Each thread computes one Philox block and fills the up to four elements it
  * holds. randperm sorts its keys with CUB's radix sort.
  */
@@ -207,20 +208,41 @@ struct Span {
     uint32_t skip;
 };
 
-inline Span span_of(const tide_devcall * c, int64_t n) {
-    Span s;
-    s.first = c->rng_offset >> 2;
-    s.skip  = (uint32_t)(c->rng_offset & 3);
-    s.n     = (uint64_t)n;
-    s.nb    = (s.skip + s.n + 3) / 4;
-    return s;
+/* The slice a call draws: given by value, or, for a call recorded into a
+ * graph (whose every run draws anew), read by each run from device memory
+ * ({seed, offset} at `at`). */
+struct Slice {
+    uint64_t         seed, offset, n;
+    const uint64_t * at;
+};
+
+inline Slice slice_of(const tide_devcall * c, int64_t n) {
+    return {c->rng_seed, c->rng_offset, (uint64_t)n, (const uint64_t *)c->rng_at};
+}
+
+/* The blocks a grid covers: enough for any offset when the device reads it. */
+inline unsigned grid_of(const Slice & s) {
+    return blocks_for((int64_t)(s.at ? (s.n + 6) / 4 : ((s.offset & 3) + s.n + 3) / 4));
+}
+
+__device__ inline Span span_at(const Slice & s, uint64_t * seed) {
+    uint64_t off = s.at ? s.at[1] : s.offset;
+    *seed        = s.at ? s.at[0] : s.seed;
+    Span sp;
+    sp.first = off >> 2;
+    sp.skip  = (uint32_t)(off & 3);
+    sp.n     = s.n;
+    sp.nb    = (sp.skip + sp.n + 3) / 4;
+    return sp;
 }
 
 /* out[g] = gen's value of stream element offset + g, at g's strided offset in out. */
 template <typename I, typename Gen>
 __global__ void __launch_bounds__(THREADS)
     fill_kernel(const __grid_constant__ Shape shape, const __grid_constant__ Operands<1> out,
-                const __grid_constant__ Gen gen, uint64_t seed, Span sp) {
+                const __grid_constant__ Gen gen, Slice sl) {
+    uint64_t seed;
+    Span     sp   = span_at(sl, &seed);
     uint64_t step = (uint64_t)gridDim.x * blockDim.x;
     for (uint64_t q = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; q < sp.nb; q += step) {
         typename Gen::value v[4];
@@ -239,9 +261,11 @@ __global__ void __launch_bounds__(THREADS)
 /* out[g] = u < p[g], p broadcast over out; nothing when *bad names a bad p. */
 template <typename T, typename I>
 __global__ void __launch_bounds__(THREADS)
-    bernoulli_kernel(const __grid_constant__ Shape shape, const __grid_constant__ Operands<2> ops, uint64_t seed,
-                     Span sp, const unsigned long long * bad) {
+    bernoulli_kernel(const __grid_constant__ Shape shape, const __grid_constant__ Operands<2> ops, Slice sl,
+                     const unsigned long long * bad) {
     if (*bad != ~0ull) return;   /* a probability outside [0, 1]: the CPU writes nothing then either */
+    uint64_t seed;
+    Span     sp   = span_at(sl, &seed);
     uint64_t step = (uint64_t)gridDim.x * blockDim.x;
     for (uint64_t q = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; q < sp.nb; q += step) {
         T u[4];
@@ -283,7 +307,9 @@ __global__ void report_bad_prob(const __grid_constant__ Shape shape, const __gri
 }
 
 /* randperm's keys: element i draws (draw 0 << 32 | draw 1) at stream element offset + i. */
-__global__ void __launch_bounds__(THREADS) perm_keys(uint64_t * key, int64_t * idx, uint64_t seed, Span sp) {
+__global__ void __launch_bounds__(THREADS) perm_keys(uint64_t * key, int64_t * idx, Slice sl) {
+    uint64_t seed;
+    Span     sp   = span_at(sl, &seed);
     uint64_t step = (uint64_t)gridDim.x * blockDim.x;
     for (uint64_t q = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; q < sp.nb; q += step) {
         uint32_t a[4], b[4];
@@ -327,12 +353,12 @@ Shape shape_of(const tide_devcall * c, Operand * ops, int32_t n_in) {
 template <typename Gen> int fill(const tide_devcall * c, const Gen & gen) {
     Operands<1> out;
     Shape       shape = shape_of(c, out.o, 0);
-    Span        sp    = span_of(c, shape.nelem);
+    Slice       sl    = slice_of(c, shape.nelem);
     auto        st    = (cudaStream_t)c->stream;
     if (shape.nelem <= (int64_t)UINT32_MAX)
-        fill_kernel<uint32_t, Gen><<<blocks_for((int64_t)sp.nb), THREADS, 0, st>>>(shape, out, gen, c->rng_seed, sp);
+        fill_kernel<uint32_t, Gen><<<grid_of(sl), THREADS, 0, st>>>(shape, out, gen, sl);
     else
-        fill_kernel<uint64_t, Gen><<<blocks_for((int64_t)sp.nb), THREADS, 0, st>>>(shape, out, gen, c->rng_seed, sp);
+        fill_kernel<uint64_t, Gen><<<grid_of(sl), THREADS, 0, st>>>(shape, out, gen, sl);
     return launched(c);
 }
 
@@ -432,8 +458,8 @@ int randperm_kernel(const tide_devcall * c) {
     keys          = cub::DoubleBuffer<uint64_t>(k0, k0 + n);
     idx           = cub::DoubleBuffer<int64_t>(i0, i0 + n);
 
-    Span sp = span_of(c, n);
-    perm_keys<<<blocks_for((int64_t)sp.nb), THREADS, 0, st>>>(keys.Current(), idx.Current(), c->rng_seed, sp);
+    Slice sl = slice_of(c, n);
+    perm_keys<<<grid_of(sl), THREADS, 0, st>>>(keys.Current(), idx.Current(), sl);
     if ((rc = launched(c))) return rc;
     err = cub::DeviceRadixSort::SortPairs(mem + bufs, work, keys, idx, n, 0, 64, st);
     if (err != cudaSuccess) return fail(err, "randperm: sorting the keys");
@@ -473,15 +499,15 @@ int bernoulli_kernel_fn(const tide_devcall * c) {
 
     Operands<2> ops;
     Shape       shape = shape_of(c, ops.o, 1);
-    Span        sp    = span_of(c, shape.nelem);
-    unsigned    nb    = blocks_for((int64_t)sp.nb);
+    Slice       sl    = slice_of(c, shape.nelem);
+    unsigned    nb    = grid_of(sl);
     bool        small = shape.nelem <= (int64_t)UINT32_MAX;
     if (c->compute_dtype == TIDE_DTYPE_F32) {
-        if (small) bernoulli_kernel<float, uint32_t><<<nb, THREADS, 0, st>>>(shape, ops, c->rng_seed, sp, bad);
-        else bernoulli_kernel<float, uint64_t><<<nb, THREADS, 0, st>>>(shape, ops, c->rng_seed, sp, bad);
+        if (small) bernoulli_kernel<float, uint32_t><<<nb, THREADS, 0, st>>>(shape, ops, sl, bad);
+        else bernoulli_kernel<float, uint64_t><<<nb, THREADS, 0, st>>>(shape, ops, sl, bad);
     } else if (c->compute_dtype == TIDE_DTYPE_F64) {
-        if (small) bernoulli_kernel<double, uint32_t><<<nb, THREADS, 0, st>>>(shape, ops, c->rng_seed, sp, bad);
-        else bernoulli_kernel<double, uint64_t><<<nb, THREADS, 0, st>>>(shape, ops, c->rng_seed, sp, bad);
+        if (small) bernoulli_kernel<double, uint32_t><<<nb, THREADS, 0, st>>>(shape, ops, sl, bad);
+        else bernoulli_kernel<double, uint64_t><<<nb, THREADS, 0, st>>>(shape, ops, sl, bad);
     } else {
         return no_dtype(c, c->compute_dtype);
     }

@@ -52,8 +52,11 @@ typedef struct tide_cuda_held {
 } tide_cuda_held;
 /* tide_cuda_launch while the device's stream records a graph: what the call
  * takes goes to `held`, and the device memory its work writes its report to
- * (or NULL) to *dev_report, for the caller to copy out after each run. */
-TIDE_INTERNAL tide_status         tide_cuda_launch_held(tide_opcall * c, tide_cuda_held * held, void ** dev_report);
+ * (or NULL) to *dev_report, for the caller to copy out after each run. A
+ * random op reads its Philox slice at each run from device memory rng_at
+ * ({seed, offset}, which the caller fills before each run). */
+TIDE_INTERNAL tide_status         tide_cuda_launch_held(tide_opcall * c, tide_cuda_held * held, void ** dev_report,
+                                                        const void * rng_at);
 /* Gives back to cuda:`dev` everything h holds (the graph it served is freed) and empties it. */
 TIDE_INTERNAL void                tide_cuda_held_free(tide_cuda_held * h, int32_t dev);
 /* A report in pinned host memory with code NONE, for a copy out of a graph's

@@ -216,16 +216,16 @@ static void to_dev(const tide_tensor * t, tide_devtensor * d) {
     else if (!tide_dtype_is_float(t->dtype_id)) d->ivalue = (int64_t)d->value;   /* exact: an int32, uint8 or bool */
 }
 
-static tide_status launch(tide_opcall * c, tide_cuda_held * held, void ** dev_report);
+static tide_status launch(tide_opcall * c, tide_cuda_held * held, void ** dev_report, const void * rng_at);
 
-tide_status tide_cuda_launch(tide_opcall * c) { return launch(c, NULL, NULL); }
+tide_status tide_cuda_launch(tide_opcall * c) { return launch(c, NULL, NULL, NULL); }
 
-tide_status tide_cuda_launch_held(tide_opcall * c, tide_cuda_held * held, void ** dev_report) {
+tide_status tide_cuda_launch_held(tide_opcall * c, tide_cuda_held * held, void ** dev_report, const void * rng_at) {
     *dev_report = NULL;
-    return launch(c, held, dev_report);
+    return launch(c, held, dev_report, rng_at);
 }
 
-static tide_status launch(tide_opcall * c, tide_cuda_held * held, void ** dev_report) {
+static tide_status launch(tide_opcall * c, tide_cuda_held * held, void ** dev_report, const void * rng_at) {
     const char *        op  = tide_op_name(c->op);
     const tide_devapi * api = tide_cuda_api();
     tide_devkernel_fn   fn  = tide_cuda_kernel(c->op);
@@ -244,6 +244,7 @@ static tide_status launch(tide_opcall * c, tide_cuda_held * held, void ** dev_re
     d.compute_dtype = c->compute_dtype;
     d.rng_seed      = c->rng_seed;
     d.rng_offset    = c->rng_offset;
+    d.rng_at        = rng_at;
     d.p             = c->p;
     d.flags         = c->dev_flags;
     for (int32_t i = 0; i < c->n_in; i++) to_dev(c->in[i], &d.in[i]);

@@ -79,6 +79,10 @@ typedef struct tide_devcall {
     int32_t        compute_dtype;
     uint64_t       rng_seed;         /* random ops: their slice of the Philox stream */
     uint64_t       rng_offset;
+    /* NULL, or (a random op recorded into a graph, whose every run draws
+     * anew) device memory holding {seed, offset}: the slice the work reads
+     * when it runs, in place of rng_seed and rng_offset. */
+    const void *   rng_at;
     tide_devtensor in[TIDE_OP_MAX_IN];
     tide_devtensor out[TIDE_OP_MAX_OUT];
     tide_op_params p;

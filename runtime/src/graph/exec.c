@@ -103,6 +103,7 @@ struct tide_exec {
     char            graph_why[160];    /* GRAPH_NO: why, set before the state */
     void *          graph;
     tide_tensor **  statics;           /* per root: the graph's fixed copy */
+    tide_tensor *   rng_at;            /* the Philox slices its random steps read: {seed, offset} each */
     tide_cuda_held  held;              /* scratch and reports its calls took, kept with it */
     void **         dev_reports;       /* per step: the device memory of its report, or NULL */
     int64_t         cost;
@@ -829,7 +830,9 @@ static void drop_graph(tide_exec * x) {
     x->graph = NULL;
     tide_cuda_held_free(&x->held, x->dev.index);
     for (int32_t r = 0; x->statics && r < x->n_args + x->n_fresh; r++) tide_tensor_release(x->statics[r]);
+    tide_tensor_release(x->rng_at);
     free(x->statics), free(x->dev_reports);
+    x->rng_at      = NULL;
     x->statics     = NULL;
     x->dev_reports = NULL;
 }
@@ -1037,11 +1040,13 @@ static void record_graph(tide_exec * x) {
     int32_t dev = x->dev.index, n_roots = x->n_args + x->n_fresh;
     void *  stream = tide_cuda_stream(dev);
     char    why[160];
-    if (x->n_random) return no_graph(x, "it draws random numbers, which a device graph cannot draw anew yet");
     if (!stream) return no_graph(x, "the device has no stream");
+    int64_t n_words = 2 * (int64_t)x->n_random;
+    if (x->n_random && !(x->rng_at = tide_tensor_empty(1, &n_words, TIDE_DTYPE_I64, x->dev)))
+        return no_graph(x, "out of device memory for its random steps' slices");
     x->statics     = calloc((size_t)(n_roots > 0 ? n_roots : 1), sizeof *x->statics);
     x->dev_reports = calloc((size_t)(x->n_steps > 0 ? x->n_steps : 1), sizeof *x->dev_reports);
-    run_ctx * rc   = calloc(1, sizeof(run_ctx) + (size_t)(n_roots > 0 ? n_roots : 1) * sizeof(tide_tensor *));
+    run_ctx * rc   = calloc(1, ctx_size(x));   /* the roots bound to the statics; its slices unused */
     if (!x->statics || !x->dev_reports || !rc) {
         free(rc);
         return no_graph(x, "out of memory");
@@ -1061,8 +1066,11 @@ static void record_graph(tide_exec * x) {
     }
     bind_roots(rc);
     tide_status st = TIDE_OK;
-    for (int32_t i = 0; i < x->n_steps && st == TIDE_OK; i++)
-        st = tide_cuda_launch_held(&x->steps[i].c, &x->held, &x->dev_reports[i]);
+    for (int32_t i = 0; i < x->n_steps && st == TIDE_OK; i++) {
+        int32_t k = x->steps[i].random;
+        st = tide_cuda_launch_held(&x->steps[i].c, &x->held, &x->dev_reports[i],
+                                   k >= 0 ? (uint64_t *)tide_tensor_ptr(x->rng_at) + 2 * k : NULL);
+    }
     if (st != TIDE_OK) snprintf(why, sizeof why, "%s", tide_last_error());
     unbind_roots(x);
     free(rc);
@@ -1099,6 +1107,12 @@ static tide_status run_graph(run_ctx * rc) {
     tide_status         st  = TIDE_OK;
     for (int32_t k = 0; k < x->n_args && st == TIDE_OK; k++) st = copy_dense(x, x->statics[k], rc->roots[k], stream);
     if (st != TIDE_OK) return st;
+    /* this replay's slices, which it reserved when pushed: copied from the
+     * task's context, which the runtime stages at once (pageable memory) */
+    if (x->n_random && api->copy_async(x->dev.index, tide_tensor_ptr(x->rng_at), rng_words(rc),
+                                       16 * (size_t)x->n_random, TIDE_COPY_H2D, stream) != TIDE_DEVAPI_OK)
+        return tide_error_set(TIDE_E_DEVICE, "jit replay: copying the random slices failed: %s (on cuda:%d)",
+                              api->error_text(), x->dev.index);
     if (api->graph_launch(x->dev.index, x->graph, stream) != TIDE_DEVAPI_OK)
         return tide_error_set(TIDE_E_DEVICE, "jit replay: launching the device graph failed: %s (on cuda:%d)",
                               api->error_text(), x->dev.index);
