@@ -120,7 +120,11 @@ function cases.train(dev, kind, batch, steps, rounds, how)
   end
   local l = loss:item()
   if l ~= l then error("the loss is NaN") end
-  return string.format("%.4f", median(t) * 1e3)
+  -- how the compiled step replayed: one task, a device graph, or why not
+  local g = how == "compiled" and f:graph() or ""
+  local replay, device = g:match("%-%- (replayed [^;\n]*)"), g:match("%-%- on the device: ([^\n]*)")
+  how = replay and replay .. (device and "; on the device: " .. device or "") or nil
+  return string.format("%.4f", median(t) * 1e3) .. (how and " | " .. how or "")
 end
 
 if arg[1] == "--case" then
@@ -378,13 +382,15 @@ do
     "(torch.compile mode: %s):", device, S.rounds, compile_mode or "default"))
   print(string.format("    %-14s %11s %14s %14s %14s %9s", "case", "Tide eager", "Tide compiled", "PyTorch eager",
     "torch.compile", "speedup"))
-  local target
+  local target, hows = nil, {}
   for _, c in ipairs(S.train) do
     local kind, batch, steps = c[1], c[2], c[3]
     local key = table.concat(c, ":")
     local ev, ew = child("train", device, kind, batch, steps, S.rounds, "eager")
     local cv, cw = child("train", device, kind, batch, steps, S.rounds, "compiled")
-    ev, cv = tonumber(ev), tonumber(cv)
+    local replayed = cv and cv:match(" | (.*)$")
+    if replayed then hows[#hows + 1] = string.format("    %s batch %s compiled: %s", kind, batch, replayed) end
+    ev, cv = tonumber(ev), cv and tonumber(cv:match("^(%S+)"))
     local pe, pc = tonumber(torch[key .. ":eager"]), tonumber(torch[key .. ":compiled"])
     print(string.format("    %-14s %11s %14s %14s %14s %9s", kind .. " batch " .. batch, cell(ev, "%.3f", ew),
       cell(cv, "%.3f", cw), cell(pe, "%.3f", torch_notes[key .. ":eager"]),
@@ -396,5 +402,6 @@ do
   end
   flush_notes()
   print("    speedup: PyTorch eager / Tide compiled")
+  if #hows > 0 then print("    how the compiled steps replayed:\n" .. table.concat(hows, "\n")) end
   if target then print("    target: the compiled MLP batch 16 step >= 2x faster than PyTorch eager: " .. target) end
 end
