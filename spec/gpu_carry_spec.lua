@@ -17,6 +17,9 @@ describe("tools/gpu-carry", function()
       "printf 'Package: fake\\nVersion: 1\\nArchitecture: all\\nMaintainer: t <t@t>\\nDescription: t\\n' > "
         .. pkg .. "/DEBIAN/control",
       "printf 'prefix=/usr\\nincludedir=${prefix}/include\\n' > " .. pkg .. "/usr/lib/x86_64-linux-gnu/pkgconfig/fake.pc",
+      -- zlib1g-dev's links: libz.so to a libz.so.1 this tree lacks, and libz.a
+      "ln -s /nonexistent/libz.so.1.2.13 " .. pkg .. "/usr/lib/x86_64-linux-gnu/libz.so",
+      "touch " .. pkg .. "/usr/lib/x86_64-linux-gnu/libz.a",
       "dpkg-deb -b " .. pkg .. " " .. dir .. "/fake.deb >/dev/null",
       "rm -rf " .. pkg,
     }, " && ")) == 0)
@@ -34,6 +37,19 @@ describe("tools/gpu-carry", function()
     assert.truthy(out:find('export PATH="' .. root .. '/usr/bin:', 1, true), out)
     assert.truthy(out:find(root .. "/usr/lib/x86_64-linux-gnu/openblas-pthread", 1, true), out)
     assert.truthy(out:find('export LUA_PATH="' .. root .. "/usr/share/lua/5.1/?.lua;", 1, true), out)
+    -- libz.so dangled: it is the machine's libz.so.1 now, and libz.a (not
+    -- position-independent, so no shared library links it) is gone
+    local lib = root .. "/usr/lib/x86_64-linux-gnu"
+    local system
+    for _, p in ipairs { "/usr/lib/x86_64-linux-gnu/libz.so.1", "/lib/x86_64-linux-gnu/libz.so.1" } do
+      if io.open(p) then system = p; break end
+    end
+    if system then
+      assert.are.equal(system .. "\n", sh("readlink " .. lib .. "/libz.so"))
+      assert.is_nil(io.open(lib .. "/libz.a"))
+    else
+      print("\nskipped the zlib check: this machine has no libz.so.1 where gpu-carry looks")
+    end
     -- a second call unpacks nothing again
     local again = sh("tools/gpu-carry env " .. dir)
     assert.are.equal(out, again)
