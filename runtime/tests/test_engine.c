@@ -4,6 +4,8 @@
  * also under ThreadSanitizer (make test-tsan). */
 #include "tide.h"
 #include "check.h"
+#include "core/internal.h"
+#include "gate.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -93,7 +95,58 @@ static void test_poison(void) {
     tide_tensor_release(ok);
 }
 
+static tide_status nothing(void * ctx) {
+    (void)ctx;
+    return TIDE_OK;
+}
+
+static void * open_gate_later(void * arg) {
+    (void)arg;
+    nanosleep(&(struct timespec){0, 300 * 1000000}, NULL);
+    open_gate();
+    return NULL;
+}
+
+/* Pushes n ops on cpu:0 that read `in` (and what the gated task writes) and
+ * write fresh float32 tensors of `out_n` elements, while a thread opens the
+ * gate 300 ms later: whether a push had to wait for the gate. */
+static bool pushes_wait(tide_tensor * gated_t, tide_tensor * in, int64_t out_n, int n) {
+    tide_device cpu0 = {TIDE_DEVICE_CPU, 0};
+    push_gated(gated_t);
+    pthread_t opener;
+    pthread_create(&opener, NULL, open_gate_later, NULL);
+    for (int i = 0; i < n; i++) {
+        tide_tensor *    out  = tide_tensor_empty(1, &out_n, TIDE_DTYPE_F32, cpu0);
+        tide_storage *   r[2] = {gated_t->storage, in->storage};
+        tide_engine_task task = {.fn = nothing, .name = "nothing", .cost = 1 << 30};
+        CHECK(out && tide_engine_push(&task, r, 2, &out->storage, 1, cpu0) == TIDE_OK);
+        tide_tensor_release(out);
+    }
+    bool waited = atomic_load(&gate) != 0;
+    pthread_join(opener, NULL);
+    CHECK(tide_sync() == TIDE_OK);
+    return waited;
+}
+
+/* Back-pressure bounds the results of pending ops, not what they read: ops
+ * reading a 200 MiB tensor queue at once behind a blocked one; so do three
+ * writing 100 MiB each (a few ops stay in flight however large), while eight
+ * writing 48 MiB each make the pusher wait. */
+static void test_back_pressure(void) {
+    int64_t       small = 16, big = (int64_t)200 << 18;   /* float32: 200 MiB */
+    tide_device   cpu0 = {TIDE_DEVICE_CPU, 0};
+    tide_tensor * g = tide_tensor_empty(1, &small, TIDE_DTYPE_F32, cpu0);
+    tide_tensor * b = tide_tensor_empty(1, &big, TIDE_DTYPE_F32, cpu0);
+    CHECK(g && b);
+    CHECK(!pushes_wait(g, b, 16, 3));
+    CHECK(!pushes_wait(g, g, (int64_t)100 << 18, 3));
+    CHECK(pushes_wait(g, g, (int64_t)48 << 18, 8));
+    tide_tensor_release(b);
+    tide_tensor_release(g);
+}
+
 int main(void) {
+    test_back_pressure();
     test_ordering();
     test_threads();
     test_poison();

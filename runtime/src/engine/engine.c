@@ -34,13 +34,16 @@
 enum { MAX_DEPS = TIDE_OP_MAX_IN + TIDE_OP_MAX_OUT, CPU_QUEUES = 65, MAX_QUEUES = CPU_QUEUES + TIDE_MAX_CUDA_DEVICES };
 /* Below this cost (elements) a task whose storages are free runs inline. */
 enum { INLINE_COST = 1 << 16 };
-/* Back-pressure: a host thread that has this many ops queued, or ops holding
- * this many bytes (each op counts every storage it touches), waits until half
- * of them are done, so a loop that enqueues faster than the devices run cannot
- * fill memory with pending results. At 512 MiB, a loop of ops on 256 KiB
- * tensors held 300 MiB of queued results; 128 MiB still leaves a hundred such
- * ops in flight. */
-enum { MAX_PENDING_OPS = 4096 };
+/* Back-pressure: a host thread that has this many ops queued, or ops whose
+ * results hold this many bytes, waits until half of them are done, so a loop
+ * that enqueues faster than the devices run cannot fill memory with pending
+ * results. At 512 MiB, a loop of ops on 256 KiB tensors held 300 MiB of
+ * queued results. Only what an op writes counts: its inputs are held by the
+ * caller or counted as an earlier op's results, and counting them too kept a
+ * loop of 4096x4096 float32 products (192 MiB touched each) to one op in
+ * flight, the device idle while the host queued the next. However large its
+ * results, a few ops stay in flight. */
+enum { MAX_PENDING_OPS = 4096, MIN_PENDING_OPS = 4 };
 #define MAX_PENDING_BYTES ((int64_t)128 << 20)
 
 typedef struct tide_dep {
@@ -59,7 +62,7 @@ typedef struct op {
     int32_t          waiting;   /* deps not granted yet */
     int32_t          queue;
     bool             launched;  /* on a device: its work is queued on the stream, not done yet */
-    int64_t          held_bytes; /* of the storages it keeps alive, for back-pressure */
+    int64_t          held_bytes; /* of the storages it writes, for back-pressure */
     dep *            deps;      /* in the same block, after the payload */
     tide_storage **  storages;  /* deps[i].s, for execute() */
     struct op *      next;      /* in the device queue */
@@ -86,7 +89,7 @@ static pthread_cond_t  done_cond = PTHREAD_COND_INITIALIZER;   /* what a waiter 
 static int32_t         sync_waiters, pressure_waiters;         /* threads in sync_all, in back-pressure */
 static devq            queues[MAX_QUEUES];      /* 0: "cpu", 1 + i: "cpu:i", CPU_QUEUES + i: "cuda:i" */
 static int64_t         n_pending;               /* pushed, not finished (deferred ones) */
-static int64_t         pending_bytes;           /* held by those ops' storages */
+static int64_t         pending_bytes;           /* of those ops' results */
 static _Thread_local bool on_worker;            /* an engine worker: never throttled */
 static atomic_int      busy;                    /* workers running a task */
 static int32_t         sync_mode = -1;          /* -1: not read from the environment yet */
@@ -102,6 +105,12 @@ static _Thread_local int32_t last_deferred;
 static op *            live;                    /* queued ops, newest first */
 static int64_t         progress;                /* ops finished, for the watchdog */
 static atomic_int      interrupt_req;           /* tide_set_interrupt(1), not yet taken */
+
+/* Whether the pending ops are over 1/div of the back-pressure limits (under lock). */
+static bool pressed(int32_t div) {
+    return n_pending > MAX_PENDING_OPS / div ||
+           (pending_bytes > MAX_PENDING_BYTES / div && n_pending > MIN_PENDING_OPS / div);
+}
 
 static tide_status sync_all(bool interruptible);
 
@@ -469,7 +478,7 @@ static void finish(op * o, tide_status st) {
     n_pending--;
     pending_bytes -= o->held_bytes;
     wake = wake || (sync_waiters > 0 && n_pending == 0) ||
-           (pressure_waiters > 0 && n_pending <= MAX_PENDING_OPS / 2 && pending_bytes <= MAX_PENDING_BYTES / 2);
+           (pressure_waiters > 0 && !pressed(2));
     if (wake) pthread_cond_broadcast(&done_cond);
     pthread_mutex_unlock(&lock);
     free(o);
@@ -827,7 +836,7 @@ static tide_status push(const tide_engine_task * task, tide_storage ** r, int32_
         o->storages[i] = d->s;
         tide_storage_retain(d->s);
         enqueue_dep(d);
-        o->held_bytes += (int64_t)tide_storage_nbytes(d->s);
+        if (d->write) o->held_bytes += (int64_t)tide_storage_nbytes(d->s);
     }
     n_pending++;
     pending_bytes += o->held_bytes;
@@ -846,13 +855,12 @@ static tide_status push(const tide_engine_task * task, tide_storage ** r, int32_
     } else {
         for (int32_t i = 0; i < o->n_deps; i++) grant(o->deps[i].s);
     }
-    if ((n_pending > MAX_PENDING_OPS || pending_bytes > MAX_PENDING_BYTES) && !on_worker) {
+    if (pressed(1) && !on_worker) {
         int64_t seen = progress;
         double  since = now_us() / 1e6;
         /* an interrupt ends the wait early; the next push or wait takes it */
         pressure_waiters++;
-        while ((n_pending > MAX_PENDING_OPS / 2 || pending_bytes > MAX_PENDING_BYTES / 2) &&
-               !atomic_load_explicit(&interrupt_req, memory_order_relaxed))
+        while (pressed(2) && !atomic_load_explicit(&interrupt_req, memory_order_relaxed))
             wait_done(&seen, &since);
         pressure_waiters--;
     }
