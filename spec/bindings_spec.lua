@@ -29,6 +29,22 @@ describe("bindings", function()
     assert.is_true(n > 20)
   end)
 
+  it("pays the collector for fresh device tensors apart: a full collection every 256 MiB, no steps", function()
+    local counts, MiB = B.gc_counts, 2 ^ 20
+    B.collect()
+    local c0, s0 = counts.collections, counts.steps
+    for _ = 1, 7 do B._account(32 * MiB, true) end   -- 224 MiB of device results
+    assert.are.same({ c0, s0 }, { counts.collections, counts.steps })
+    B._account(64 * MiB, true)                       -- past 256 MiB
+    assert.are.equal(c0 + 1, counts.collections)
+    -- the same bytes on the host pay as before: a step every quarter of the
+    -- threshold (64 MiB, or what is live), a full collection at it
+    B.collect()
+    c0, s0 = counts.collections, counts.steps
+    for _ = 1, 7 do B._account(32 * MiB, false) end
+    assert.is_true(counts.collections > c0 and counts.steps > s0)
+  end)
+
   it("has a CPU kernel for every op of the registry", function()
     local info = ffi.new("tide_op_info")
     local missing = {}
