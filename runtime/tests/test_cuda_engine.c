@@ -65,20 +65,19 @@ static void test_there_and_back(void) {
     CHECK(tide_op_call(tide_op_find("copy"), in, 1, NULL, res, dst) == TIDE_OK);
     tide_tensor_release(res[0]);
     for (int i = 0; i < 12; i++) CHECK(at(dst, i) == i % 3 + 0.5);
-    /* staging is pinned once and kept: after the first two, round trips of
-     * the same size pin no more (the upload may not have given its block
-     * back by the time the download asks: two blocks, then) */
+    /* staging is pinned once and kept: twenty round trips pin at most a
+     * block for each copy that can be in flight (the upload may not have
+     * given its block back when the download asks), not one a trip */
     CHECK(tide_sync() == TIDE_OK);
-    int64_t pinned = 0;
+    int64_t pinned = fake.n_pinned;
     for (int i = 0; i < 20; i++) {
         tide_tensor * a = tide_tensor_to(x, -1, CUDA0, 0), * b = tide_tensor_to(a, -1, CPU, 0);
         /* both done (the upload completes on the copy stream, on its own time) */
         CHECK(at(b, 5) == 5.5 && tide_tensor_wait(a) == TIDE_OK);
         tide_tensor_release(a);
         tide_tensor_release(b);
-        if (i == 1) pinned = fake.n_pinned;
     }
-    CHECK(fake.n_pinned == pinned);
+    CHECK(fake.n_pinned - pinned <= 2);
     tide_tensor * all[] = {x, d, h, xt, dt, ht, dv, hv, row, row3, dst};
     CHECK(tide_sync() == TIDE_OK);
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tide_tensor_release(all[i]);
