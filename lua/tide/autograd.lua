@@ -220,7 +220,14 @@ function M.gradcheck(fn, ins, opts)
   local analytic = M.grad(total, wanted, nil, { allow_unused = true })
   for k, i in ipairs(checked) do
     local x = ins[i]
-    local p = ffi.cast("double *", x:data_ptr())
+    -- each element nudged in place: through a pointer on the host, by an
+    -- indexed write (a device op, outside autograd) on a device
+    local p = not x:is_cuda() and ffi.cast("double *", x:data_ptr()) or nil
+    local flat = not p and x:view(-1) or nil
+    local function get(e) if p then return p[e] end return flat[e + 1] end
+    local function set(e, v)
+      if p then p[e] = v else M.no_grad(function() flat[e + 1] = v end) end
+    end
     local a = analytic[k] and analytic[k]:contiguous():totable() or nil
     local flat_a = {}
     if a then
@@ -229,12 +236,12 @@ function M.gradcheck(fn, ins, opts)
       flatten(a)
     end
     for e = 0, x:numel() - 1 do
-      local orig = p[e]
-      p[e] = orig + eps
+      local orig = get(e)
+      set(e, orig + eps)
       local fp = M.no_grad(function() return scalar(outputs()) end)
-      p[e] = orig - eps
+      set(e, orig - eps)
       local fm = M.no_grad(function() return scalar(outputs()) end)
-      p[e] = orig
+      set(e, orig)
       local num = (fp - fm) / (2 * eps)
       local ana = flat_a[e + 1] or 0
       if not (math.abs(ana - num) <= atol + rtol * math.abs(num)) then

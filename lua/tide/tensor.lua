@@ -689,8 +689,13 @@ function methods.wait(t)
   return t
 end
 
---- A pointer to the first element, valid while t lives (waits first).
+--- A pointer to the first element, valid while t lives (waits first). Host
+-- tensors only: a device's memory would crash the host that reads it.
 function methods.data_ptr(t)
+  if t.dev.type ~= C.TIDE_DEVICE_CPU then
+    fail(string.format("data_ptr: the tensor is on %s, whose memory the host cannot read (t:cpu() copies it)",
+      t:device()))
+  end
   local p = C.tide_tensor_data(t)
   if p == nil then raise() end
   return p
