@@ -49,7 +49,10 @@ describe("tide.cuda", function()
     assert.are.same(x:totable(), g:totable())          -- read through the host
     assert.are.same(x:t():totable(), g:t():cpu():totable())   -- a strided device view
     assert.are.same(x:t():totable(), x:t():cuda():cpu():totable())   -- a strided host source
-    assert.are.equal(5, g[2][2]:item())
+    assert.are.equal(5, g[2][2])                          -- an element: a number, read through the host
+    assert.are.equal(5, g[2]:narrow(1, 2, 1):item())
+    assert.has_error(function() g:data_ptr() end,
+      "data_ptr: the tensor is on cuda:0, whose memory the host cannot read (t:cpu() copies it)")
     assert.is_true(tide.cuda.memory_stats(0).in_use > before)
     g = nil
     collectgarbage()
