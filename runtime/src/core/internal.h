@@ -286,6 +286,11 @@ TIDE_INTERNAL void   tide_trace_step(const char * name, const char * where, doub
 
 /* Engine workers running a task now, for the pool's thread budget. */
 TIDE_INTERNAL int32_t tide_engine_busy_workers(void);
+/* Waits for every queued op, errors dropped: what atexit runs, so that no op
+ * is still running when the libraries it uses are torn down. The engine
+ * registers it at load; the CUDA backend registers it again once the CUDA
+ * runtime is up (cuda_loader.c), so that it also runs before that is torn down. */
+TIDE_INTERNAL void tide_engine_drain_at_exit(void);
 /* CPU execution queues besides the default one (cpu:0 .. cpu:N-1). */
 TIDE_INTERNAL int32_t tide_engine_cpu_queues(void);
 

@@ -173,6 +173,15 @@ tide_devalloc * tide_cuda_allocator(int32_t device) {
 
 void * tide_cuda_stream(int32_t device) { return tide_cuda_stream_of(device, TIDE_STREAM_COMPUTE); }
 
+/* Exit handlers run in the reverse order of their registration, and the
+ * CUDA runtime (static in libtide_cuda) registers its teardown when it starts,
+ * after libtide registered the engine's drain: at exit it was torn down under
+ * queued device ops, whose completion then crashed the process (seen on an
+ * H100: a script ending with products queued on cuda:0). Registered again
+ * once the runtime has made a stream, the drain runs first. */
+static pthread_once_t drain_once = PTHREAD_ONCE_INIT;
+static void           drain_before_runtime_exit(void) { atexit(tide_engine_drain_at_exit); }
+
 void * tide_cuda_stream_of(int32_t device, int32_t kind) {
     if (check_device(device, "cuda") != TIDE_OK) return NULL;
     void * s = atomic_load_explicit(&streams[device][kind], memory_order_acquire);
@@ -181,6 +190,7 @@ void * tide_cuda_stream_of(int32_t device, int32_t kind) {
     if (!(s = atomic_load_explicit(&streams[device][kind], memory_order_relaxed))) {
         if (api->stream_create(device, &s) == TIDE_DEVAPI_OK) {
             atomic_store_explicit(&streams[device][kind], s, memory_order_release);
+            pthread_once(&drain_once, drain_before_runtime_exit);
         } else {
             s = NULL;
             tide_error_set(TIDE_E_DEVICE, "cuda:%d: could not create a stream: %s", device, api->error_text());

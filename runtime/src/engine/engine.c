@@ -242,7 +242,7 @@ static void trace_at_exit(void) {
  * for). They finish before the process's libraries are torn down: OpenBLAS's
  * destructor frees its buffers, and a kernel still inside sgemm then would
  * use freed memory. Errors are dropped: nobody is left to read them. */
-static void drain_at_exit(void) { (void)tide_sync(); }
+void tide_engine_drain_at_exit(void) { (void)tide_sync(); }
 
 __attribute__((constructor)) static void engine_init(void) {
     const char * p = getenv("TIDE_TRACE");
@@ -251,7 +251,7 @@ __attribute__((constructor)) static void engine_init(void) {
         tide_trace_start();
         atexit(trace_at_exit);
     }
-    atexit(drain_at_exit);   /* registered last, so it runs before the trace is written */
+    atexit(tide_engine_drain_at_exit);   /* registered last, so it runs before the trace is written */
 }
 
 int32_t tide_engine_busy_workers(void) { return atomic_load_explicit(&busy, memory_order_relaxed); }
