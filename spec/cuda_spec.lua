@@ -60,6 +60,27 @@ describe("tide.cuda", function()
     assert.are.equal(before, tide.cuda.memory_stats(0).in_use)
   end)
 
+  it("saves device tensors through the host; jit check mode says it compares host tensors only #cuda", function()
+    if not tide.cuda.is_available() then
+      print("\nskipped the device checkpoint: " .. select(2, tide.cuda.is_available()))
+      return
+    end
+    local x = tide.tensor({ { 1.5, -2, 3 }, { 4, 5, 6.25 } }):cuda()
+    local path = os.tmpname()
+    tide.save(path, { w = x, wt = x:t() })
+    local back = tide.load(path)
+    assert.are.same(x:cpu():totable(), back.w:totable())
+    assert.are.same(x:t():cpu():totable(), back.wt:totable())
+    tide.io.save_npy(path, x:t())
+    assert.are.same(x:t():cpu():totable(), tide.io.load_npy(path):totable())
+    os.remove(path)
+    local f = tide.jit.compile(function(a) return a * 2 end, { warmup = 0, check = true })
+    local ok, err = pcall(function() for _ = 1, 3 do f(x) end end)
+    assert.is_false(ok)
+    assert.matches("jit check: compares values in host memory only, and the graph's argument 1 is on cuda:0",
+      tostring(err), 1, true)
+  end)
+
   it("lets float32 matmuls use TF32 only when allowed", function()
     assert.is_false(tide.cuda.allow_tf32())
     tide.cuda.set_allow_tf32(true)

@@ -170,6 +170,9 @@ end
 
 local specials = { nan = 0 / 0, inf = huge, ["-inf"] = -huge }
 
+-- t, or its copy in host memory when it is on a CUDA device: what is written.
+local function host(t) return t:is_cuda() and t:cpu() or t end
+
 local function decode_value(kind, s, path, name)
   if kind == "string" then return s end
   if kind == "boolean" then
@@ -185,6 +188,8 @@ end
 -- included) to path in the safetensors format, atomically: a temporary file
 -- beside path is written, fsync'd and renamed over it, so a failed save
 -- leaves an existing file intact. See the top of this file for the layout.
+-- Tensors on a CUDA device are copied to the host to be written (tide.load
+-- gives host tensors; `:to(device)` moves them back).
 -- @param path the file to write
 -- @param tbl a table name -> tensor, or nested tables (a state_dict, an optimizer's state)
 -- @param opts optional: `metadata`, a table of strings stored in `__metadata__`
@@ -230,7 +235,7 @@ function M.save(path, tbl, opts)
     meta[KEYS] = get_json().encode(manifest)
   end
   for _, e in ipairs(entries) do
-    if e.kind == "tensor" then B.check(C.tide_tensor_dict_add(d, e.name, e.value)) end
+    if e.kind == "tensor" then B.check(C.tide_tensor_dict_add(d, e.name, host(e.value))) end
   end
   local keys = {}
   for k in pairs(meta) do keys[#keys + 1] = k end
@@ -329,14 +334,15 @@ function M.load_npy(path)
 end
 
 --- Writes t to path as a .npy file (version 1.0, C order, little-endian), atomically.
--- bfloat16 has no NumPy dtype: convert first.
+-- bfloat16 has no NumPy dtype: convert first. A tensor on a CUDA device is
+-- copied to the host to be written.
 -- @param path the file to write
 -- @param t a tensor (any layout: a strided view is written in C order)
 -- @usage tide.io.save_npy("x.npy", x)
 function M.save_npy(path, t)
   check_path("save_npy", path)
   if not is_tensor(t) then fail("save_npy: argument 2 must be a tensor, got " .. type(t)) end
-  B.check(C.tide_npy_save(path, t))
+  B.check(C.tide_npy_save(path, host(t)))
 end
 
 --- Reads an .npz archive (what numpy.savez and savez_compressed write).

@@ -102,6 +102,20 @@ static tide_status bind(struct tide_check * c, tide_tensor * const * args) {
                                   tide_dtype_name(v->dtype), tide_dims_str(v->ndim, v->sizes, y, sizeof y));
         }
     }
+    /* The check reads and copies values in host memory: not yet those of a
+     * device (it crashed reading them), which it says rather than replaying. */
+    for (int32_t id = 0; id < g->n_values; id++) {
+        const tide_tensor * t = given(g, id, args);
+        if (t && t->dev.type != TIDE_DEVICE_CPU) {
+            char d[32];
+            return tide_error_set(TIDE_E_DEVICE,
+                                  "jit check: compares values in host memory only, and the graph's %s %d is on %s "
+                                  "(check the function with CPU tensors)",
+                                  g->values[id].kind == TIDE_GV_ARG ? "argument" : "constant",
+                                  g->values[id].kind == TIDE_GV_ARG ? g->values[id].arg + 1 : id,
+                                  tide_device_format(t->dev, d, sizeof d));
+        }
+    }
     tide_storage ** from = malloc((size_t)(g->n_nodes + 1) * sizeof *from), ** to = NULL;
     int32_t         n = 0;
     for (int32_t i = 0; i < g->n_nodes && from; i++) {
