@@ -116,6 +116,13 @@ local function sweep()
   if nb > 0 then C.tide_tensor_release_many(batch, nb) end
 end
 
+--- Releases now the C tensors of those a collection cycle has found dead
+-- (wrap() does it at the next fresh tensor): for memory figures read right
+-- after a collectgarbage(), and for caches emptied then.
+function M.release_collected()
+  if cycles ~= swept then sweep() end
+end
+
 -- At exit (or lua_close), release everything still registered.
 local closer = newproxy(true)
 getmetatable(closer).__gc = function()

@@ -465,6 +465,27 @@ describe("memory", function()
     assert.is_true(grown < 150 * 1024 * 1024, "memory grew by " .. grown .. " bytes")   -- queued results included
   end)
 
+  it("reports what a collection freed at once, without another tensor made", function()
+    -- in a process of its own: here, other specs' objects may make tensors
+    -- while they are collected, which would release the dead ones anyway
+    local script = os.tmpname()
+    local f = assert(io.open(script, "w"))
+    f:write([[
+local tide = require "tide"
+local x = tide.zeros(1024, 1024):wait()
+local with = tide.memory_stats().in_use
+x = nil
+collectgarbage()
+print(with - tide.memory_stats().in_use)
+]])
+    f:close()
+    local p = assert(io.popen("luajit " .. script .. " 2>&1"))
+    local out = p:read("*a")
+    p:close()
+    os.remove(script)
+    assert.are.equal(tostring(4 * 1024 * 1024) .. "\n", out)
+  end)
+
   it("reuses freed blocks from the cache", function()
     collectgarbage()
     local s0 = tide.memory_stats()

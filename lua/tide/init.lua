@@ -333,12 +333,13 @@ end
 
 --- Memory counters of the host allocator, in bytes.
 function tide.memory_stats()
+  B.release_collected()
   local s = ffi.new("tide_mem_stats")
   C.tide_mem_get_stats(s)
   return { in_use = tonumber(s.bytes_in_use), cached = tonumber(s.bytes_cached), peak = tonumber(s.peak_in_use),
            allocs = tonumber(s.n_allocs), reused = tonumber(s.n_reused) }
 end
-function tide.empty_cache() C.tide_mem_empty_cache() end
+function tide.empty_cache() B.release_collected(); C.tide_mem_empty_cache() end
 --- Starts memory_stats().peak over from the bytes in use now.
 function tide.reset_peak_memory() C.tide_mem_reset_peak() end
 
@@ -387,6 +388,7 @@ end
 -- Raises when there is no such device, with the reason.
 -- @usage print(tide.cuda.memory_stats("cuda:0").in_use)
 function tide.cuda.memory_stats(device)
+  B.release_collected()
   local s = ffi.new("tide_devmem_stats")
   B.check(C.tide_cuda_memory_stats(cuda_index("memory_stats", device), s))
   return { in_use = tonumber(s.bytes_in_use), cached = tonumber(s.bytes_cached),
@@ -395,7 +397,10 @@ function tide.cuda.memory_stats(device)
            cache_flushes = tonumber(s.n_cache_flushes), ooms = tonumber(s.n_ooms) }
 end
 --- empty_cache(device): returns a CUDA device's cached, unused memory to the driver.
-function tide.cuda.empty_cache(device) B.check(C.tide_cuda_empty_cache(cuda_index("empty_cache", device))) end
+function tide.cuda.empty_cache(device)
+  B.release_collected()
+  B.check(C.tide_cuda_empty_cache(cuda_index("empty_cache", device)))
+end
 --- reset_peak_memory(device): starts memory_stats(device).peak over from what is in use now.
 function tide.cuda.reset_peak_memory(device)
   B.check(C.tide_cuda_reset_peak(cuda_index("reset_peak_memory", device)))
