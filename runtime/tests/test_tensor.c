@@ -92,6 +92,12 @@ static void test_errors(void) {
     CHECK(tide_dtype_from_name("nope") == -1);
     tide_device d;
     CHECK(tide_device_parse("tpu:0", &d) == TIDE_E_DEVICE);
+    /* a message made from the last one keeps it */
+    tide_error_set(TIDE_E_VALUE, "first");
+    CHECK(tide_error_set(TIDE_E_DEVICE, "%s", tide_last_error()) == TIDE_E_DEVICE);
+    CHECK_MSG("first");
+    tide_error_set(TIDE_E_VALUE, "outer: %s", tide_last_error());
+    CHECK_MSG("outer: first");
     tide_tensor_release(a);
     tide_tensor_release(b);
 }
