@@ -37,6 +37,9 @@ test-c:
 
 test-specs:
 	$(BUILD)/tide /usr/bin/busted -o utfTerminal spec
+	@# again with another default device: the specs must not assume "cpu", as
+	@# on a GPU machine they run with TIDE_DEFAULT_DEVICE=cuda:0 (tools/gpu-session)
+	TIDE_DEFAULT_DEVICE=cpu:1 $(BUILD)/tide /usr/bin/busted -o utfTerminal spec
 
 build-asan/CMakeCache.txt:
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DTIDE_SANITIZE=address,undefined -DTIDE_CUDA=OFF >/dev/null

@@ -89,9 +89,10 @@ describe("jit.compile", function()
 
   it("recaptures for a new shape and says why", function()
     local f = tide.jit.compile(function(x) return x * 2 end, { warmup = 0 })
-    H.close(f(tide.ones(2)), { 2, 2 })
-    H.close(f(tide.ones(3)), { 2, 2, 2 })
-    H.close(f(tide.ones(3)), { 2, 2, 2 })
+    local cpu = { device = "cpu" }   -- the message names it, whatever the default device
+    H.close(f(tide.ones(2, cpu)), { 2, 2 })
+    H.close(f(tide.ones(3, cpu)), { 2, 2, 2 })
+    H.close(f(tide.ones(3, cpu)), { 2, 2, 2 })
     assert.are.equal(2, f:stats().captures)
     assert.are.equal(1, f:stats().replays)
     assert.are.equal("capture 1: first call with this signature: float32 cpu [2]\n" ..
@@ -379,11 +380,12 @@ describe("jit.compile", function()
 
   it("check mode names the op that reads a tensor made from Lua data that has changed since capture", function()
     local weights = { 1, 2, 3 }
-    local f = tide.jit.compile(function(x) return (x:matmul(tide.tensor(weights))) end, { warmup = 0, check = true })
+    local cpu = { device = "cpu" }   -- on another default device, a copy would read it first
+    local f = tide.jit.compile(function(x) return (x:matmul(tide.tensor(weights, cpu))) end, { warmup = 0, check = true })
     local line = debug.getinfo(1, "l").currentline - 1
-    f(tide.ones(2, 3))
+    f(tide.ones(2, 3, cpu))
     weights[2] = 5
-    H.close(f(tide.ones(2, 3)), { 9, 9 })
+    H.close(f(tide.ones(2, 3, cpu)), { 9, 9 })
     assert.are.equal("check: op `matmul` at spec/jit_spec.lua:" .. line .. " reads value %1 (float32 [3], made from "
       .. "Lua data during capture: a constant of the graph), which differs from the eager run by 3; result 1 "
       .. "differs from the eager run by 3", f:explain():match("check:[^\n]*"))
@@ -430,11 +432,11 @@ describe("jit.compile", function()
   end)
 
   it("recaptures when a captured tensor is another one: model:to(dtype), model:to(device), a new parameter", function()
-    local m = nn.Sequential(nn.Linear(3, 2))
+    local m = nn.Sequential(nn.Linear(3, 2)):to("cpu")   -- the messages name it, whatever the default device
     local f = tide.jit.compile(function(x)
       return tide.no_grad(function() return m(x:to(m[1].weight:device())) end)
     end)
-    local x = tide.randn(4, 3)
+    local x = tide.randn(4, 3, { device = "cpu" })
     for _ = 1, 20 do f(x) end
     assert.are.equal(1, f:stats().captures)                   -- an unchanged model: no recapture
     assert.are.equal(18, f:stats().replays)
@@ -455,7 +457,7 @@ describe("jit.compile", function()
     for _ = 1, 3 do y = f(x) end
     assert.matches("capture 4: captured tensor upvalue m %-> %[1%] %-> weight is a different tensor %(float64 %[2,3%] "
       .. "on cpu instead of float64 %[2,3%] on cpu:1%): recaptured", f:explain())
-    m[1].weight = tide.zeros(2, 3, { dtype = "float64" })   -- a new parameter
+    m[1].weight = tide.zeros(2, 3, { dtype = "float64", device = "cpu" })   -- a new parameter
     for _ = 1, 3 do y = f(x) end
     H.close(y, m[1].bias:expand(4, 2), 0, 0)
     assert.matches("capture 5: captured tensor upvalue m %-> %[1%] %-> weight is a different tensor %(float64 %[2,3%] "
