@@ -25,6 +25,18 @@ local function train(build, data, compiled)
   return losses, params, f
 end
 
+-- Check mode compares values in host memory: its specs run with the
+-- default device at cpu, whatever the suite's is (cuda:0 on a GPU machine).
+local function on_host(body)
+  return function()
+    local prev = tide.get_default_device()
+    tide.set_default_device("cpu")
+    local ok, err = pcall(body)
+    tide.set_default_device(prev)
+    if not ok then error(err, 0) end
+  end
+end
+
 local function batches(n, shape, classes)
   tide.manual_seed(7)
   local data = {}
@@ -316,7 +328,7 @@ describe("jit.compile", function()
     local _ = a1
   end)
 
-  it("check mode runs eager and compiled side by side and names the op that reads a changed Lua number", function()
+  it("check mode runs eager and compiled side by side and names the op that reads a changed Lua number", on_host(function()
     local scale = 2
     local w = tide.ones(3)
     local f = tide.jit.compile(function(x)
@@ -344,9 +356,9 @@ describe("jit.compile", function()
     end, { check = true })
     for _ = 1, 5 do step(tide.randn(3, 4)) end
     assert.is_nil(step:explain():match("check:"))
-  end)
+  end))
 
-  it("check mode names the op inside a fused chain whose Lua number changed, and another path taken", function()
+  it("check mode names the op inside a fused chain whose Lua number changed, and another path taken", on_host(function()
     local scale, hi, branch = 2, 10, true
     local f = tide.jit.compile(function(x)
       local y = (x * 3):exp()
@@ -376,7 +388,7 @@ describe("jit.compile", function()
     f(x)
     assert.matches("check: the eager run took another path at its op 5, op `sigmoid` at spec/jit_spec.lua:"
       .. line + 4 .. ", where the capture had `tanh`", f:explain())
-  end)
+  end))
 
   it("check mode names the op that reads a tensor made from Lua data that has changed since capture", function()
     local weights = { 1, 2, 3 }
@@ -391,7 +403,7 @@ describe("jit.compile", function()
       .. "differs from the eager run by 3", f:explain():match("check:[^\n]*"))
   end)
 
-  it("check mode leaves the eager run's results, writes and draws, and holds nothing afterwards", function()
+  it("check mode leaves the eager run's results, writes and draws, and holds nothing afterwards", on_host(function()
     local function build()
       tide.manual_seed(3)
       local m = nn.Sequential(nn.Linear(6, 8), nn.Dropout(0.5), nn.ReLU(), nn.Linear(8, 2))
@@ -429,7 +441,7 @@ describe("jit.compile", function()
     Bn.collect()
     assert.are.equal(before, #Bn.live_tensors())
     assert.are.equal(bytes, tide.memory_stats().in_use)
-  end)
+  end))
 
   it("recaptures when a captured tensor is another one: model:to(dtype), model:to(device), a new parameter", function()
     local m = nn.Sequential(nn.Linear(3, 2)):to("cpu")   -- the messages name it, whatever the default device
