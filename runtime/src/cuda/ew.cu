@@ -84,42 +84,7 @@ tide_devtensor number(double v) {
     return t;
 }
 
-/* -- math ------------------------------------------------------------------------------------ */
-
-/* One name for the float and double functions. sqrt, division and so rsqrt and
- * reciprocal are correctly rounded, as on the CPU; the rest is the CUDA math
- * library's (float: expf, tanhf, sinf, cosf within 2 ulp, logf, log1pf, expm1f
- * within 1, erfcf 4), where the CPU's float32 loops are polynomials of its own:
- * the two agree to a few ulp, not to the bit. */
-#define MATH1(name, F32, F64)                                   \
-    __device__ inline float name(float x) { return F32(x); }   \
-    __device__ inline double name(double x) { return F64(x); }
-#define MATH2(name, F32, F64)                                                 \
-    __device__ inline float name(float x, float y) { return F32(x, y); }     \
-    __device__ inline double name(double x, double y) { return F64(x, y); }
-MATH1(m_fabs, fabsf, fabs)
-MATH1(m_floor, floorf, floor)
-MATH1(m_ceil, ceilf, ceil)
-MATH1(m_rint, rintf, rint)
-MATH1(m_exp, expf, exp)
-MATH1(m_log, logf, log)
-MATH1(m_log1p, log1pf, log1p)
-MATH1(m_expm1, expm1f, expm1)
-MATH1(m_sqrt, sqrtf, sqrt)
-MATH1(m_sin, sinf, sin)
-MATH1(m_cos, cosf, cos)
-MATH1(m_tanh, tanhf, tanh)
-MATH2(m_pow, powf, pow)
-MATH2(m_fmod, fmodf, fmod)
-MATH2(m_atan2, atan2f, atan2)
-/* Rounded separately, never fused into an fma: the CPU build (x86-64 baseline)
- * has no fma, and the fused updates should give the CPU's bits. */
-MATH2(add_rn, __fadd_rn, __dadd_rn)
-MATH2(sub_rn, __fsub_rn, __dsub_rn)
-MATH2(mul_rn, __fmul_rn, __dmul_rn)
-MATH2(div_rn, __fdiv_rn, __ddiv_rn)
-#undef MATH1
-#undef MATH2
+#include "ewmath.cuh"
 
 /* Integer arithmetic wraps (two's complement), done in the unsigned type as binary.c does. */
 template <typename T> __device__ inline T wadd(T a, T b) {
@@ -141,81 +106,6 @@ __device__ inline int64_t iremainder(int64_t a, int64_t b) {
     if (b == 0 || b == -1) return 0;
     int64_t r = a % b;
     return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-}
-
-/* sigmoid from e = exp(-|x|): 1/(1+e) or e/(1+e), so that neither side overflows
- * and the negative tail keeps its relative accuracy (transcend.c's form). */
-__device__ inline float sigmoid_of(float x) {
-    float e = expf(-fabsf(x));
-    return (x >= 0.0f ? 1.0f : e) / (1.0f + e);
-}
-__device__ inline double sigmoid_of(double x) {
-    double e = exp(-fabs(x));
-    return (x >= 0.0 ? 1.0 : e) / (1.0 + e);
-}
-
-/* x sigmoid(x). Below -64 the result is x e^x, and e^x may be denormal in float:
- * formed in double and rounded once (the CPU scales by 2^64 for the same reason);
- * x is clamped to -200 so that silu(-inf) is -0, as on the CPU. */
-__device__ inline float silu_of(float x) {
-    if (x < -64.0f) {
-        double xd = x < -200.0f ? -200.0 : (double)x;
-        return (float)(xd * exp(xd));
-    }
-    float e = expf(-fabsf(x));
-    return x * (x >= 0.0f ? 1.0f : e) / (1.0f + e);
-}
-__device__ inline double silu_of(double x) { return x == -INFINITY ? -0.0 : x * sigmoid_of(x); }
-
-/* gelu(x) = x/2 erfc(-x/sqrt2). erfc's relative error grows as 2a^2 times its
- * argument's, so for x < 0 the argument is split into ah + al (al what rounding
- * ah lost) and erfc(ah + al) taken as erfc(ah) - al 2/sqrt(pi) exp(-ah^2). Below
- * -12 erfc leaves float's normal range: in double, rounded once; Phi(-17) * 17
- * is 0 in float, so x is clamped there and gelu(-inf) is -0. */
-__device__ inline float gelu_of(float x) {
-    if (x < -12.0f) {
-        double xd = x < -17.0f ? -17.0 : (double)x;
-        return (float)(0.5 * xd * erfc(-xd * 0.70710678118654752440));
-    }
-    const float c_hi = 0x1.6a09e6p-1f, c_lo = 0x1.9fcef4p-27f;   /* 1/sqrt2 = c_hi + c_lo */
-    float       nx = -x, ah = nx * c_hi, e = erfcf(ah);
-    if (x < 0.0f) {
-        float al = fmaf(nx, c_hi, -ah) + nx * c_lo;
-        e        = fmaf(-1.12837917f * al, expf(-ah * ah), e);
-    }
-    return 0.5f * x * e;
-}
-__device__ inline double gelu_of(double x) {
-    return x == -INFINITY ? -0.0 : 0.5 * x * erfc(-x * 0.70710678118654752440);
-}
-
-/* tanh form: x sigmoid(v), v = 2 sqrt(2/pi) (x + 0.044715 x^3), formed in double as
- * on the CPU (the tail's relative error is |v| times v's) and handed to float as
- * vh + vl, exp(vh + vl) taken as exp(vh) (1 + vl). Below v = -64 the result is
- * x e^v, in double as in silu_of. */
-__device__ inline float gelu_tanh_of(float x) {
-    double xd = x, vd = 1.5957691216057308 * xd * (1.0 + 0.044715 * xd * xd);
-    float  xm = x < -200.0f ? -200.0f : x;
-    if (vd < -64.0) return (float)((double)xm * exp(vd));
-    float vh = (float)vd, vl = vd < 1e30 ? (float)(vd - (double)vh) : 0.0f;   /* 0 for inf, NaN */
-    float h = vh < 0.0f ? vh : -vh, hl = vh < 0.0f ? vl : -vl;
-    float e = expf(h);
-    e       = fmaf(e, hl, e);
-    return xm * (vh >= 0.0f ? 1.0f : e) / (1.0f + e);
-}
-__device__ inline double gelu_tanh_of(double x) {
-    if (fabs(x) == INFINITY) return x < 0 ? -0.0 : x;
-    return x * sigmoid_of(1.5957691216057307117 * x * (1.0 + 0.044715 * x * x));
-}
-
-/* d gelu(x) / dx, in double for both dtypes as transcend.c's gelu_grad. */
-__device__ inline double gelu_grad(double x, bool approx) {
-    if (approx) {
-        const double k = 0.79788456080286535588, cc = 0.044715;
-        double       t = tanh(k * (x + cc * x * x * x));
-        return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * cc * x * x);
-    }
-    return 0.5 * erfc(-x * 0.70710678118654752440) + x * 0.39894228040143267794 * exp(-0.5 * x * x);
 }
 
 /* -- the ops, by family ----------------------------------------------------------------------- */
@@ -240,14 +130,14 @@ struct Unary {
     int32_t op;
     template <typename T> __device__ T operator()(T a) const {
         if constexpr (is_float<T>) {
-            switch (op) {
-            case NEG:   return -a;
-            case ABS:   return m_fabs(a);
-            case RELU:  return a > 0 ? a : (a != a ? a : (T)0);   /* NaN stays */
-            case FLOOR: return m_floor(a);
-            case CEIL:  return m_ceil(a);
-            case ROUND: return m_rint(a);   /* half to even, as nearbyint */
-            default:    return (T)((a > 0) - (a < 0));   /* SIGN: 0 for NaN, as on the CPU */
+            switch (op) {   /* ewmath.cuh */
+            case NEG:   return f_neg(a);
+            case ABS:   return f_abs(a);
+            case RELU:  return f_relu(a);
+            case FLOOR: return f_floor(a);
+            case CEIL:  return f_ceil(a);
+            case ROUND: return f_round(a);
+            default:    return f_sign(a);
             }
         } else if constexpr (std::is_signed_v<T>) {
             switch (op) {
@@ -271,21 +161,21 @@ struct Unary {
 struct Transcend {
     int32_t op;
     template <typename T> __device__ T operator()(T a) const {
-        switch (op) {
-        case EXP:       return m_exp(a);
-        case LOG:       return m_log(a);
-        case LOG1P:     return a == 0 ? a : m_log1p(a);   /* keeps -0 */
-        case EXPM1:     return a == 0 ? a : m_expm1(a);
-        case SQRT:      return m_sqrt(a);
-        case RSQRT:     return (T)1 / m_sqrt(a);   /* correctly rounded twice, as on the CPU */
-        case SIN:       return m_sin(a);
-        case COS:       return m_cos(a);
-        case TANH:      return m_tanh(a);
-        case SIGMOID:   return sigmoid_of(a);
-        case SILU:      return silu_of(a);
-        case GELU:      return gelu_of(a);
-        case GELU_TANH: return gelu_tanh_of(a);
-        default:        return (T)1 / a;   /* RECIPROCAL */
+        switch (op) {   /* ewmath.cuh */
+        case EXP:       return f_exp(a);
+        case LOG:       return f_log(a);
+        case LOG1P:     return f_log1p(a);
+        case EXPM1:     return f_expm1(a);
+        case SQRT:      return f_sqrt(a);
+        case RSQRT:     return f_rsqrt(a);
+        case SIN:       return f_sin(a);
+        case COS:       return f_cos(a);
+        case TANH:      return f_tanh(a);
+        case SIGMOID:   return f_sigmoid(a);
+        case SILU:      return f_silu(a);
+        case GELU:      return f_gelu(a, false);
+        case GELU_TANH: return f_gelu(a, true);
+        default:        return f_reciprocal(a);
         }
     }
 };
@@ -298,13 +188,12 @@ struct Arith {
             return op == ADD || op == MAXIMUM ? (a || b) : (a && b);
         } else {
             switch (op) {
-            case ADD: if constexpr (is_float<T>) return a + b; else return wadd(a, b);
-            case SUB: if constexpr (is_float<T>) return a - b; else return wsub(a, b);
-            case MUL: if constexpr (is_float<T>) return a * b; else return wmul(a, b);
-            case DIV: if constexpr (is_float<T>) return a / b; else return a;   /* float only */
-            /* a NaN propagates: a when it is NaN, else b when the comparison fails */
-            case MAXIMUM: if constexpr (is_float<T>) return (a != a || a > b) ? a : b; else return a > b ? a : b;
-            default:      if constexpr (is_float<T>) return (a != a || a < b) ? a : b; else return a < b ? a : b;
+            case ADD: if constexpr (is_float<T>) return f_add(a, b); else return wadd(a, b);
+            case SUB: if constexpr (is_float<T>) return f_sub(a, b); else return wsub(a, b);
+            case MUL: if constexpr (is_float<T>) return f_mul(a, b); else return wmul(a, b);
+            case DIV: if constexpr (is_float<T>) return f_div(a, b); else return a;   /* float only */
+            case MAXIMUM: if constexpr (is_float<T>) return f_maximum(a, b); else return a > b ? a : b;
+            default:      if constexpr (is_float<T>) return f_minimum(a, b); else return a < b ? a : b;
             }
         }
     }
@@ -315,16 +204,13 @@ struct Heavy {
     int32_t op;
     template <typename T> __device__ T operator()(T a, T b) const {
         if constexpr (is_float<T>) {
-            switch (op) {
-            case POW:  return b == (T)2 ? a * a : m_pow(a, b);   /* the CPU squares too (binary.c) */
-            case FMOD: return m_fmod(a, b);
-            case REMAINDER: {
-                T r = m_fmod(a, b);
-                return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-            }
-            case ATAN2:     return m_atan2(a, b);
-            case GELU_GRAD: return (T)((double)a * gelu_grad((double)b, false));   /* (gy, x) */
-            default:        return (T)((double)a * gelu_grad((double)b, true));
+            switch (op) {   /* ewmath.cuh */
+            case POW:       return f_pow(a, b);
+            case FMOD:      return f_fmod(a, b);
+            case REMAINDER: return f_remainder(a, b);
+            case ATAN2:     return f_atan2(a, b);
+            case GELU_GRAD: return f_gelu_backward(a, b, false);
+            default:        return f_gelu_backward(a, b, true);
             }
         } else {
             switch (op) {
@@ -358,22 +244,11 @@ struct Cmp {
 struct Ternary {
     int32_t op;
     template <typename T> __device__ T operator()(T a, T b, T d) const {
-        if (op == WHERE) return a != (T)0 ? b : d;   /* the condition converted to T first, as on the CPU */
+        if (op == WHERE) return f_where(a, b, d);
         if constexpr (!is_bool<T>) {
-            if (op == CLAMP) {   /* absent bounds are -inf/+inf (the dtype's extremes): no effect; NaN stays */
-                T v = a;
-                if (v < b) v = b;
-                if (v > d) v = d;
-                return v;
-            }
+            if (op == CLAMP) return f_clamp(a, b, d);   /* an integer's absent bounds are its extremes */
             if constexpr (is_float<T>) {
-                if (op == ADD_SCALED) return add_rn(a, mul_rn(d, b));
-                /* LERP: x + w (end - x) for |w| < 0.5, end - (end - x)(1 - w) otherwise, so
-                 * that weight 1 gives end exactly (binary.c's two-sided form) */
-                T diff = sub_rn(b, a);
-                T lo   = add_rn(a, mul_rn(d, diff));
-                T hi   = sub_rn(b, mul_rn(diff, sub_rn((T)1, d)));
-                return m_fabs(d) < (T)0.5 ? lo : hi;
+                return op == ADD_SCALED ? f_add_scaled(a, b, d) : f_lerp(a, b, d);
             } else {
                 return wadd(a, wmul(d, b));   /* ADD_SCALED */
             }
@@ -387,8 +262,7 @@ struct Quaternary {
     int32_t op;
     template <typename T> __device__ T operator()(T a, T b, T d, T e) const {
         if constexpr (is_float<T>) {
-            T eb = mul_rn(e, b);
-            return add_rn(a, op == ADDCMUL ? mul_rn(eb, d) : div_rn(eb, d));
+            return op == ADDCMUL ? f_addcmul(a, b, d, e) : f_addcdiv(a, b, d, e);
         } else {
             return wadd(a, wmul(wmul(e, b), d));   /* ADDCMUL (addcdiv is float only) */
         }
