@@ -3,13 +3,16 @@
  * malloc'd up to a capacity the test sets. Work queued on a stream (copies,
  * host callbacks, event records) is done only when the test says so with
  * fake_stream_finish(), so a test decides what the "device" has finished
- * (or at once, with fake.autorun set). */
+ * (or at once, with fake.autorun set). Kernels are the CPU's; the kernels
+ * libtide writes at run time (rtc_compile) are built by the host's C++
+ * compiler ($CXX, else c++) with a prelude that makes their CUDA host code. */
 #ifndef TIDE_TEST_FAKE_DEVICE_H
 #define TIDE_TEST_FAKE_DEVICE_H
 
 #include "core/internal.h"
 #include "engine/device.h"
 
+#include <dlfcn.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -20,6 +23,8 @@
  * while recorded) and copies, run in order at each launch. */
 typedef struct {
     int              copy;
+    void *           rtc_fn;         /* a launch of a run-time compiled kernel, with its parameter */
+    void *           rtc_arg;
     tide_devcall     call;
     tide_devreport * rep;
     void *           dst;
@@ -45,7 +50,7 @@ static struct {
     pthread_mutex_t lock;
     size_t          capacity, used;  /* device memory */
     int64_t         n_mallocs, n_frees, n_syncs;
-    char            error[128];
+    char            error[1024];
     int             autorun;         /* work is done as soon as it is queued */
     int             no_kernels;      /* kernel() finds none (set before tide_cuda_use_backend) */
     int64_t         n_kernels;       /* kernels launched */
@@ -58,7 +63,10 @@ static struct {
     int64_t         n_captures;      /* graphs recorded */
     int64_t         n_graph_launches;
     int             no_capture;      /* capture_end fails (as for a kernel a graph cannot hold) */
-} fake = {PTHREAD_MUTEX_INITIALIZER, 64 << 20, 0, 0, 0, 0, "", 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0};
+    int             no_rtc;          /* rtc_compile fails, as where NVRTC is missing */
+    int64_t         n_rtc_compiles;  /* kernels compiled at run time */
+    int64_t         n_rtc_launches;
+} fake = {PTHREAD_MUTEX_INITIALIZER, 64 << 20, 0, 0, 0, 0, "", 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0, 0, 0, 0};
 
 static int fake_record(fake_stream * s, fake_node nd) {
     fake_graph * g = s->capturing;
@@ -309,6 +317,7 @@ static int fake_capture_begin(int32_t dev, void * s) {
 
 static int fake_graph_destroy(int32_t dev, void * graph) {
     fake_graph * g = graph;
+    for (int i = 0; i < g->n; i++) free(g->nodes[i].rtc_arg);
     free(g->nodes);
     free(g);
     return TIDE_DEVAPI_OK;
@@ -342,6 +351,14 @@ static int fake_graph_launch(int32_t dev, void * graph, void * s) {
             fake_copy_async(dev, nd->dst, nd->src, nd->n, TIDE_COPY_D2D, s);
             continue;
         }
+        if (nd->rtc_fn) {
+            pthread_mutex_lock(&fake.lock);
+            fake.n_rtc_launches++;
+            pthread_mutex_unlock(&fake.lock);
+            ((void (*)(const void *))nd->rtc_fn)(nd->rtc_arg);
+            fake_launch(s);
+            continue;
+        }
         tide_devcall c = nd->call;
         c.stream       = s;
         if (fake_run_call(&c, nd->rep) != TIDE_DEVAPI_OK) return TIDE_DEVAPI_ERROR;
@@ -373,13 +390,153 @@ static int fake_copy_peer(int32_t dst_dev, void * dst, int32_t src_dev, const vo
 
 static const char * fake_error_text(void) { return fake.error; }
 
+/* What makes a kernel's CUDA source host C++: the CUDA names it uses, and
+ * TIDE_KERNEL (which the source defines only when it is not set) made a host
+ * function taking a pointer to the parameter, which one "thread" runs whole. */
+static const char fake_rtc_prelude[] =
+    "#include <math.h>\n#include <string.h>\n"
+    "#define __device__\n#define __host__\n#define __global__\n"
+    "struct fake_dim { unsigned x; };\n"
+    "static const fake_dim blockIdx = {0}, threadIdx = {0}, blockDim = {1}, gridDim = {1};\n"
+    "static inline float __fadd_rn(float a, float b) { return a + b; }\n"
+    "static inline float __fsub_rn(float a, float b) { return a - b; }\n"
+    "static inline float __fmul_rn(float a, float b) { return a * b; }\n"
+    "static inline float __fdiv_rn(float a, float b) { return a / b; }\n"
+    "static inline double __dadd_rn(double a, double b) { return a + b; }\n"
+    "static inline double __dsub_rn(double a, double b) { return a - b; }\n"
+    "static inline double __dmul_rn(double a, double b) { return a * b; }\n"
+    "static inline double __ddiv_rn(double a, double b) { return a / b; }\n"
+    "static inline double __longlong_as_double(long long v) { double d; memcpy(&d, &v, 8); return d; }\n"
+    "static inline float __int_as_float(int v) { float f; memcpy(&f, &v, 4); return f; }\n"
+    "#define TIDE_KERNEL(name) static void name##_body(const fused_args & a); \\\n"
+    "    extern \"C\" void name(const void * p) { name##_body(*(const fused_args *)p); } \\\n"
+    "    static void name##_body(const fused_args & a)\n";
+
+/* NVRTC, where the build found the CUDA toolkit (TIDE_TEST_NVRTC, its path):
+ * every source is also compiled for a GPU as the backend compiles it, which
+ * needs no GPU, so that CUDA a host compiler accepts but NVRTC would not is
+ * caught here. Left out under the sanitizers, which would report the
+ * compiler's own allocations. */
+#if defined(TIDE_TEST_NVRTC) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define FAKE_NVRTC 1
+static int64_t fake_nvrtc_checks;   /* sources NVRTC compiled */
+
+static int fake_nvrtc_check(const char * src) {
+    typedef int (*create_fn)(void **, const char *, const char *, int, const char * const *, const char * const *);
+    typedef int (*compile_fn)(void *, int, const char * const *);
+    typedef int (*log_size_fn)(void *, size_t *);
+    typedef int (*log_fn)(void *, char *);
+    typedef int (*destroy_fn)(void **);
+    static void * lib;
+    if (!lib && !(lib = dlopen(TIDE_TEST_NVRTC, RTLD_NOW | RTLD_LOCAL))) {
+        snprintf(fake.error, sizeof fake.error, "fake: NVRTC (%s) does not load: %s", TIDE_TEST_NVRTC, dlerror());
+        return TIDE_DEVAPI_ERROR;
+    }
+    create_fn   create   = (create_fn)dlsym(lib, "nvrtcCreateProgram");
+    compile_fn  compile  = (compile_fn)dlsym(lib, "nvrtcCompileProgram");
+    log_size_fn log_size = (log_size_fn)dlsym(lib, "nvrtcGetProgramLogSize");
+    log_fn      get_log  = (log_fn)dlsym(lib, "nvrtcGetProgramLog");
+    destroy_fn  destroy  = (destroy_fn)dlsym(lib, "nvrtcDestroyProgram");
+    void *      prog     = NULL;
+    if (!create || !compile || !log_size || !get_log || !destroy || create(&prog, src, "fused.cu", 0, NULL, NULL)) {
+        snprintf(fake.error, sizeof fake.error, "fake: NVRTC has no program");
+        return TIDE_DEVAPI_ERROR;
+    }
+    const char * opts[] = {"--gpu-architecture=sm_90", "--fmad=false", "--std=c++17"};   /* the backend's */
+    int          rc     = compile(prog, 3, opts);
+    size_t       n      = 0;
+    if (rc) {
+        char text[768] = "";
+        if (!log_size(prog, &n) && n < sizeof text) get_log(prog, text);
+        snprintf(fake.error, sizeof fake.error, "fake: NVRTC refused the source: %s", text);
+    }
+    destroy(&prog);
+    if (rc) return TIDE_DEVAPI_ERROR;
+    fake_nvrtc_checks++;
+    return TIDE_DEVAPI_OK;
+}
+#endif
+
+/* The source, after the prelude, built into a shared library and loaded. */
+static int fake_rtc_compile(int32_t dev, const char * src, const char * name, void ** fn) {
+    if (fake.no_rtc) {
+        snprintf(fake.error, sizeof fake.error, "fake: the runtime compiler was told to be missing");
+        return TIDE_DEVAPI_ERROR;
+    }
+#ifdef FAKE_NVRTC
+    if (fake_nvrtc_check(src) != TIDE_DEVAPI_OK) {
+        printf("# fake rtc: %s\n", fake.error);
+        return TIDE_DEVAPI_ERROR;
+    }
+#endif
+    char dir[] = "/tmp/tide-fake-rtc-XXXXXX", path[64], lib[64], cmd[512], log[64];
+    if (!mkdtemp(dir)) {
+        snprintf(fake.error, sizeof fake.error, "fake: no temporary folder");
+        return TIDE_DEVAPI_ERROR;
+    }
+    snprintf(path, sizeof path, "%s/k.cpp", dir);
+    snprintf(lib, sizeof lib, "%s/k.so", dir);
+    snprintf(log, sizeof log, "%s/log", dir);
+    FILE * f = fopen(path, "w");
+    if (!f) {
+        snprintf(fake.error, sizeof fake.error, "fake: cannot write %s", path);
+        return TIDE_DEVAPI_ERROR;
+    }
+    fputs(fake_rtc_prelude, f);
+    fputs(src, f);
+    fclose(f);
+    const char * cxx = getenv("CXX");
+    snprintf(cmd, sizeof cmd, "%s -std=c++17 -O1 -ffp-contract=off -fPIC -shared -o %s %s >%s 2>&1",
+             cxx && *cxx ? cxx : "c++", lib, path, log);
+    int    rc  = system(cmd);
+    void * h   = rc == 0 ? dlopen(lib, RTLD_NOW | RTLD_LOCAL) : NULL;
+    void * sym = h ? dlsym(h, name) : NULL;
+    if (!sym) {
+        char  text[768] = "";
+        FILE * lf       = fopen(log, "r");
+        if (lf) {
+            size_t k = fread(text, 1, sizeof text - 1, lf);
+            text[k]  = 0;
+            fclose(lf);
+        }
+        snprintf(fake.error, sizeof fake.error, "fake: compiling %s failed (%s): %s", name,
+                 rc ? "the compiler" : h ? "no such symbol" : dlerror(), text);
+        printf("# fake rtc: %s\n", fake.error);
+        remove(path), remove(lib), remove(log), remove(dir);
+        return TIDE_DEVAPI_ERROR;
+    }
+    /* the library stays loaded, as the backend's modules do; its files go */
+    remove(path), remove(lib), remove(log), remove(dir);
+    pthread_mutex_lock(&fake.lock);
+    fake.n_rtc_compiles++;
+    pthread_mutex_unlock(&fake.lock);
+    *fn = sym;
+    return TIDE_DEVAPI_OK;
+}
+
+static int fake_rtc_launch(int32_t dev, void * fn, const void * arg, size_t nbytes, int64_t n, void * s) {
+    fake_stream * st = s;
+    if (st->capturing) {   /* counted when the graph runs it */
+        void * copy = malloc(nbytes);
+        if (!copy) return TIDE_DEVAPI_OOM;
+        memcpy(copy, arg, nbytes);
+        return fake_record(st, (fake_node){.rtc_fn = fn, .rtc_arg = copy});
+    }
+    pthread_mutex_lock(&fake.lock);
+    fake.n_rtc_launches++;
+    pthread_mutex_unlock(&fake.lock);
+    ((void (*)(const void *))fn)(arg);
+    fake_launch(st);
+    return TIDE_DEVAPI_OK;
+}
+
 static const tide_devapi fake_api = {
     TIDE_DEVAPI_VERSION, "fake",           fake_probe,         fake_error_text,   fake_mem_alloc,
     fake_mem_free,       fake_mem_info,    fake_stream_create, fake_stream_destroy, fake_stream_sync,
     fake_event_create,   fake_event_destroy, fake_event_record, fake_event_query,  fake_event_sync,
     fake_stream_wait_event, fake_host_callback, fake_copy_async, fake_pinned_alloc, fake_pinned_free,
     fake_kernel,         fake_copy_peer,     fake_capture_begin, fake_capture_end,  fake_graph_launch,
-    fake_graph_destroy,
+    fake_graph_destroy,  fake_rtc_compile,   fake_rtc_launch,
 };
 
 #endif

@@ -6,7 +6,8 @@
  * device's stream, keeps device memory flat, and what a step's work reports
  * on the device (an index out of range) comes back as the replay's error,
  * naming the op and where it was captured; random ops draw what eager ones
- * would. */
+ * would; chains of elementwise ops run as one kernel that libtide writes
+ * and the backend compiles at run time. */
 #include "tide.h"
 #include "check.h"
 #include "core/internal.h"
@@ -101,12 +102,13 @@ static void test_training_step(void) {
     for (int r = 0; r < R; r++) {
         tide_tensor * args[2] = {filled(B, I, r, CUDA0), filled(B, O, 3 * r, CUDA0)}, * out[1] = {NULL};
         CHECK(tide_sync() == TIDE_OK);   /* the arguments' uploads */
-        int64_t k0 = fake.n_kernels, c0 = fake.n_callbacks, l0 = fake.n_graph_launches;
+        int64_t k0 = fake.n_kernels, c0 = fake.n_callbacks, l0 = fake.n_graph_launches, f0 = fake.n_rtc_launches;
         CHECK(tide_graph_replay(g, args, 2, out) == TIDE_OK);
         CHECK(tide_sync() == TIDE_OK);
-        /* every step a kernel, all of them behind one host callback; from
-         * the second replay on, as one launch of the graph recorded then */
-        CHECK(fake.n_kernels - k0 >= 10 && fake.n_callbacks - c0 == 1);
+        /* every step a kernel (the update's chains one compiled kernel each), all
+         * of them behind one host callback; from the second replay on, as one
+         * launch of the graph recorded then */
+        CHECK(fake.n_kernels - k0 >= 8 && fake.n_rtc_launches - f0 >= 2 && fake.n_callbacks - c0 == 1);
         CHECK(fake.n_graph_launches - l0 == (r > 0));
         const char * how = tide_graph_describe(g);
         CHECK(strstr(how, "replayed as one task of") != NULL);
@@ -266,12 +268,175 @@ static void test_written_argument(void) {
     fake.no_capture = 0;
 }
 
+/* -- fused chains ------------------------------------------------------------------------------ */
+
+static tide_tensor * opn(const char * name, tide_tensor * const * in, int32_t n, const tide_op_params * p) {
+    tide_tensor * out[4] = {NULL};
+    tide_status   st     = tide_op_call(tide_op_find(name), (tide_tensor **)in, n, p, out, NULL);
+    if (st != TIDE_OK) printf("# %s: %s\n", name, tide_last_error());
+    CHECK(st == TIDE_OK);
+    return out[0];
+}
+
+/* The inputs of chain(): x [R,C], a row [C], xt0 [C,R] (which chain()
+ * transposes, a strided [R,C] view), a positive d [R,C], a mask [R,C] and
+ * host numbers. */
+enum { R = 5, C = 6 };
+typedef struct {
+    tide_tensor * x, * row, * xt0, * d, * mask, * two, * half, * xt;
+} chain_in;
+
+/* Every op with a fused CUDA form (fuse_cuda.c), in runs of elementwise ops
+ * over [R,C] that the fusion pass makes into a few kernels; out[0..3) are the
+ * runs' results. */
+static void chain(chain_in * a, tide_tensor ** out) {
+    a->xt = tide_tensor_transpose(a->xt0, 0, 1);
+    tide_op_params none = {.dtype = -1}, gelu_tanh = {.dtype = -1, .flags = 1};
+    tide_op_params clamp_both = {.dtype = -1, .flags = TIDE_PARAMF_HAS_MIN | TIDE_PARAMF_HAS_MAX, .scalars = {-0.5, 0.75}};
+    tide_op_params clamp_max = {.dtype = -1, .flags = TIDE_PARAMF_HAS_MAX, .scalars = {0, 0.25}};
+    tide_op_params fill = {.dtype = -1, .scalars = {0.5}};
+    static const char * const unary[] = {"neg", "abs", "relu", "sqrt", "exp", "log", "log1p", "expm1", "sin",
+                                          "cos", "tanh", "sigmoid", "silu", "reciprocal"};
+    /* a run of 16: a broadcast row, a host number, then the unary ops */
+    tide_tensor * v = op("add", a->x, a->row), * t;
+    t = op("mul", v, a->two), tide_tensor_release(v), v = t;
+    for (size_t k = 0; k < sizeof unary / sizeof *unary; k++) t = op(unary[k], v, NULL), tide_tensor_release(v), v = t;
+    out[0] = v;
+    /* the binary ops, over a strided view and the row */
+    static const char * const binary[] = {"maximum", "minimum", "pow", "fmod", "remainder", "atan2", "div"};
+    tide_tensor * second[] = {a->x, a->row, a->two, a->d, a->d, a->x, a->d};
+    v = op("sub", a->x, a->xt);
+    for (size_t k = 0; k < sizeof binary / sizeof *binary; k++)
+        t = op(binary[k], v, second[k]), tide_tensor_release(v), v = t;
+    /* the rounding ops side by side, each read by the sums after them */
+    tide_tensor * fl = op("floor", v, NULL), * ce = op("ceil", v, NULL), * ro = op("round", v, NULL);
+    tide_tensor * sg = op("sign", v, NULL), * s1 = op("add", fl, ce), * s2 = op("add", s1, ro), * s3 = op("add", s2, sg);
+    t = op("add", s3, v), tide_tensor_release(v), v = t;
+    tide_tensor * parts[] = {fl, ce, ro, sg, s1, s2, s3};
+    tide_tensor_release_many(parts, 7);
+    out[1] = v;
+    /* the ops of three and four inputs, and those with params */
+    v = opn("where", (tide_tensor *[]){a->mask, a->x, a->xt}, 3, &none);
+    t = opn("add_scaled", (tide_tensor *[]){v, a->x, a->half}, 3, &none), tide_tensor_release(v), v = t;
+    t = opn("lerp", (tide_tensor *[]){v, a->xt, a->half}, 3, &none), tide_tensor_release(v), v = t;
+    t = opn("addcmul", (tide_tensor *[]){v, a->x, a->xt, a->two}, 4, &none), tide_tensor_release(v), v = t;
+    t = opn("addcdiv", (tide_tensor *[]){v, a->x, a->d, a->half}, 4, &none), tide_tensor_release(v), v = t;
+    t = opn("gelu", &v, 1, &none), tide_tensor_release(v), v = t;
+    t = opn("gelu", &v, 1, &gelu_tanh), tide_tensor_release(v), v = t;
+    t = opn("gelu_backward", (tide_tensor *[]){v, a->x}, 2, &none), tide_tensor_release(v), v = t;
+    t = opn("gelu_backward", (tide_tensor *[]){v, a->xt}, 2, &gelu_tanh), tide_tensor_release(v), v = t;
+    t = opn("clamp", &v, 1, &clamp_both), tide_tensor_release(v), v = t;
+    t = opn("masked_fill", (tide_tensor *[]){v, a->mask}, 2, &fill), tide_tensor_release(v), v = t;
+    t = opn("clamp", &v, 1, &clamp_max), tide_tensor_release(v), v = t;
+    tide_tensor * rs = op("rsqrt", a->d, NULL);
+    t = op("add", v, rs), tide_tensor_release(v), tide_tensor_release(rs), v = t;
+    t = opn("copy", &v, 1, &none), tide_tensor_release(v), v = t;
+    out[2] = v;
+    tide_tensor_release(a->xt);
+}
+
+/* x as dtype on dev. */
+static tide_tensor * as(tide_tensor * x, int32_t dtype, tide_device dev) { return tide_tensor_to(x, dtype, dev, 1); }
+
+static void chain_inputs(chain_in * a, int32_t dtype, tide_device dev, int shift) {
+    tide_tensor * x = filled(R, C, shift, CPU), * row = filled(C, 0, shift + 3, CPU);
+    tide_tensor * xt0 = filled(C, R, shift + 5, CPU);
+    tide_tensor * ex = op("exp", x, NULL), * z = tide_tensor_zeros(0, NULL, TIDE_DTYPE_F32);
+    tide_tensor * mask = op("gt", x, z);
+    a->x = as(x, dtype, dev), a->row = as(row, dtype, dev), a->xt0 = as(xt0, dtype, dev);
+    a->d = as(ex, dtype, dev), a->mask = as(mask, -1, dev);
+    a->two = tide_tensor_scalar(2, dtype), a->half = tide_tensor_scalar(0.5, dtype);   /* host numbers */
+    tide_tensor * all[] = {x, row, xt0, ex, z, mask};
+    tide_tensor_release_many(all, 6);
+}
+
+static void chain_free(chain_in * a) {
+    tide_tensor * all[] = {a->x, a->row, a->xt0, a->d, a->mask, a->two, a->half};
+    tide_tensor_release_many(all, 7);
+}
+
+/* Whether a equals b (NaN equals NaN) within rel. */
+static bool close_to(double a, double b, double rel) {
+    if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
+    if (a == b) return true;   /* infinities */
+    return fabs(a - b) <= rel * fmax(1, fabs(b));
+}
+
+static void test_fused_chain(void) {
+    fake.autorun = 1;
+    for (int32_t dtype = TIDE_DTYPE_F32; dtype <= TIDE_DTYPE_F64; dtype++) {
+        for (int k = 0; k < 4; k++) {
+            int no_rtc = k < 2, plan = k % 2;   /* no compiler first: compiled kernels are kept */
+            fake.no_rtc = no_rtc;
+            chain_in      a;
+            tide_tensor * res[3];
+            chain_inputs(&a, dtype, CUDA0, 0);
+            int64_t       compiles = fake.n_rtc_compiles;
+            tide_graph *  g        = tide_graph_capture_begin();
+            tide_tensor * args[] = {a.x, a.row, a.xt0, a.d, a.mask};
+            for (int k = 0; k < 5; k++) CHECK(tide_graph_add_arg(g, args[k]) == TIDE_OK);
+            chain(&a, res);
+            for (int k = 0; k < 3; k++) CHECK(tide_graph_add_output(g, res[k]) == TIDE_OK);
+            tide_tensor_release_many(res, 3);
+            CHECK(tide_graph_capture_end(g, NULL, 0) == TIDE_OK);
+            /* replayed as one task, or node by node */
+            CHECK(tide_graph_optimize(g, plan ? TIDE_GRAPH_PASS_ALL : TIDE_GRAPH_PASS_ALL & ~TIDE_GRAPH_PASS_PLAN,
+                                      NULL) == TIDE_OK);
+            const char * how = tide_graph_describe(g);
+            /* three runs, one kernel each (the first two end in the graph's
+             * results); none without a compiler */
+            CHECK((strstr(how, "fused(") != NULL) == !no_rtc);
+            CHECK(fake.n_rtc_compiles - compiles == (k == 2 ? 3 : 0));   /* once: then reused */
+#ifdef FAKE_NVRTC
+            CHECK(fake_nvrtc_checks == fake.n_rtc_compiles);   /* and NVRTC took them too */
+#endif
+            for (int r = 0; r < 3; r++) {   /* step by step, then recorded, then as the device graph */
+                chain_in b, h;
+                chain_inputs(&b, dtype, CUDA0, r + 1);
+                chain_inputs(&h, dtype, CPU, r + 1);
+                tide_tensor * in[] = {b.x, b.row, b.xt0, b.d, b.mask}, * out[3] = {NULL}, * want[3];
+                int64_t       launches = fake.n_rtc_launches;
+                CHECK(tide_graph_replay(g, in, 5, out) == TIDE_OK);
+                CHECK(tide_sync() == TIDE_OK);
+                CHECK(fake.n_rtc_launches - launches == (no_rtc ? 0 : 3));
+                chain(&h, want);   /* the ops one by one on the CPU */
+                /* the host's libm against the CPU kernels' own float32 polynomials */
+                double rel = dtype == TIDE_DTYPE_F32 ? 1e-4 : 1e-12;
+                for (int k = 0; k < 3; k++)
+                    for (int64_t i = 0; i < R * C; i++) {
+                        bool ok = close_to(at(out[k], i), at(want[k], i), rel);
+                        if (!ok) printf("# chain %d element %lld: %.17g, want %.17g\n", k, (long long)i,
+                                        at(out[k], i), at(want[k], i));
+                        CHECK(ok);
+                    }
+                tide_tensor_release_many(out, 3), tide_tensor_release_many(want, 3);
+                chain_free(&b), chain_free(&h);
+            }
+            CHECK(!plan || strstr(tide_graph_describe(g), "on the device: one device graph launch") != NULL);
+            tide_graph_release(g);
+            chain_free(&a);
+            CHECK(tide_sync() == TIDE_OK);
+        }
+    }
+    fake.no_rtc = 0;
+}
+
 int main(void) {
+#ifndef FAKE_NVRTC
+    printf("# the fused kernels' sources are not compiled by NVRTC in this run: %s\n",
+#ifdef TIDE_TEST_NVRTC
+           "a sanitizer build"
+#else
+           "the build found no CUDA toolkit"
+#endif
+    );
+#endif
     tide_cuda_use_backend(&fake_api);
     test_training_step();
     test_device_report();
     test_random();
     test_written_argument();
+    test_fused_chain();
     tide_cuda_use_backend(NULL);
     if (!check_failures) printf("test_cuda_jit: ok\n");
     return check_failures;

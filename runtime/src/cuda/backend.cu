@@ -6,23 +6,27 @@
  * memory, streams, events, host callbacks, copies and pinned memory, and the
  * op kernels, which live beside this file (one list per file, common.cuh),
  * except those on cuDNN: libtide_cudnn.so (runtime/src/cudnn/), loaded on
- * first need so that this library runs where cuDNN is missing. Caching,
- * ordering and policy are libtide's.
+ * first need so that this library runs where cuDNN is missing; and the
+ * kernels libtide writes at run time (a jit plan's fused chains), compiled by
+ * NVRTC, likewise opened on first need, and loaded as CUDA libraries.
+ * Caching, ordering and policy are libtide's.
  */
 #include "common.cuh"
 #include "cudnn/cudnn_kernels.h"
 
 #include <dlfcn.h>
+#include <nvrtc.h>   /* its types only: libnvrtc is opened at run time (rtc_compile) */
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 namespace tide_cuda {
 
 namespace {
-thread_local char last_error[512];
+thread_local char last_error[4096];   /* room for a compiler's log (rtc_compile) */
 }
 
 int set_error(int code, const char * fmt, ...) {
@@ -327,6 +331,192 @@ tide_devkernel_fn kernel(const char * op) {
     return fn;
 }
 
+/* -- kernels compiled at run time: NVRTC, opened on first need -- */
+
+/* libnvrtc is opened, not linked, so that this library loads and runs where
+ * the runtime compiler is missing (it is large, and not in every install);
+ * kept for the process once opened. */
+struct nvrtc_api {
+    decltype(&nvrtcCreateProgram)     create_program;
+    decltype(&nvrtcCompileProgram)    compile_program;
+    decltype(&nvrtcGetProgramLogSize) program_log_size;
+    decltype(&nvrtcGetProgramLog)     program_log;
+    decltype(&nvrtcGetCUBINSize)      cubin_size;
+    decltype(&nvrtcGetCUBIN)          cubin;
+    decltype(&nvrtcDestroyProgram)    destroy_program;
+    decltype(&nvrtcGetErrorString)    error_string;
+    decltype(&nvrtcVersion)           version;
+};
+
+pthread_once_t nvrtc_once = PTHREAD_ONCE_INIT;
+nvrtc_api      nvrtc;
+bool           nvrtc_loaded;
+int            nvrtc_major, nvrtc_minor;
+char           nvrtc_why[1024];   /* why it is not there, once tried */
+
+template <typename F> bool resolve(void * lib, F & fn, const char * symbol) {
+    fn = (F)dlsym(lib, symbol);
+    if (!fn) snprintf(nvrtc_why, sizeof nvrtc_why, "libnvrtc has no %s", symbol);
+    return fn != nullptr;
+}
+
+/* The major version this library was built with first (its options and
+ * output are those we know), then whichever libnvrtc.so is installed; each
+ * from the loader's search path, then from the toolkit this was built with. */
+void * open_nvrtc() {
+    char versioned[32];
+    snprintf(versioned, sizeof versioned, "libnvrtc.so.%d", CUDART_VERSION / 1000);
+    const char * const names[] = {versioned, "libnvrtc.so"};
+    for (const char * name : names) {
+        const char * tries[2] = {name, nullptr};
+#ifdef TIDE_NVRTC_DIR
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", TIDE_NVRTC_DIR, name);
+        tries[1] = path;
+#endif
+        for (const char * t : tries) {
+            if (!t) continue;
+            if (void * lib = dlopen(t, RTLD_NOW | RTLD_LOCAL)) return lib;
+            const char * e = dlerror();
+            if (!nvrtc_why[0]) snprintf(nvrtc_why, sizeof nvrtc_why, "%s", e ? e : t);   /* the first: the likeliest */
+        }
+    }
+    return nullptr;
+}
+
+void load_nvrtc() {
+    void * lib = open_nvrtc();
+    if (!lib) return;
+    nvrtc_api a;
+    bool ok = resolve(lib, a.create_program, "nvrtcCreateProgram") &&
+              resolve(lib, a.compile_program, "nvrtcCompileProgram") &&
+              resolve(lib, a.program_log_size, "nvrtcGetProgramLogSize") &&
+              resolve(lib, a.program_log, "nvrtcGetProgramLog") &&
+              resolve(lib, a.cubin_size, "nvrtcGetCUBINSize") &&
+              resolve(lib, a.cubin, "nvrtcGetCUBIN") &&
+              resolve(lib, a.destroy_program, "nvrtcDestroyProgram") &&
+              resolve(lib, a.error_string, "nvrtcGetErrorString") &&
+              resolve(lib, a.version, "nvrtcVersion");
+    if (!ok) {
+        dlclose(lib);   /* nothing of it was used */
+        return;
+    }
+    if (a.version(&nvrtc_major, &nvrtc_minor) != NVRTC_SUCCESS) nvrtc_major = nvrtc_minor = 0;
+    nvrtc        = a;
+    nvrtc_loaded = true;
+}
+
+/* The compiler's log, its trailing newlines dropped; malloc'd, or NULL. */
+char * program_log(nvrtcProgram prog) {
+    size_t n = 0;
+    if (nvrtc.program_log_size(prog, &n) != NVRTC_SUCCESS || n == 0) return nullptr;
+    char * log = (char *)malloc(n);
+    if (!log) return nullptr;
+    if (nvrtc.program_log(prog, log) != NVRTC_SUCCESS) {
+        free(log);
+        return nullptr;
+    }
+    log[n - 1] = '\0';
+    size_t len = strlen(log);
+    while (len > 0 && (log[len - 1] == '\n' || log[len - 1] == '\r')) log[--len] = '\0';
+    return log;
+}
+
+/* *out: the program's machine code for dev, malloc'd; NULL on an error. */
+int compile(int32_t dev, const char * src, const char * name, char ** out) {
+    *out      = nullptr;
+    int major = 0, minor = 0;
+    cudaError_t err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    if (err != cudaSuccess) return fail(err, "cudaDeviceGetAttribute");
+    /* Straight to the device's own machine code (no PTX to JIT at load);
+     * no fused multiply-adds: each operation rounds as its own kernel's does. */
+    char arch[48];
+    snprintf(arch, sizeof arch, "--gpu-architecture=sm_%d%d", major, minor);
+    const char * const options[] = {arch, "--fmad=false", "--std=c++17"};
+
+    nvrtcProgram prog = nullptr;
+    nvrtcResult  r    = nvrtc.create_program(&prog, src, name, 0, nullptr, nullptr);
+    if (r != NVRTC_SUCCESS)
+        return set_error(TIDE_DEVAPI_ERROR, "compiling the kernel %s: nvrtcCreateProgram failed: %s", name,
+                         nvrtc.error_string(r));
+    int    rc    = TIDE_DEVAPI_OK;
+    char * cubin = nullptr;
+    size_t size  = 0;
+    r = nvrtc.compile_program(prog, (int)(sizeof options / sizeof options[0]), options);
+    if (r == NVRTC_SUCCESS) r = nvrtc.cubin_size(prog, &size);
+    if (r == NVRTC_SUCCESS) {
+        cubin = (char *)malloc(size ? size : 1);
+        if (!cubin) {
+            rc = set_error(TIDE_DEVAPI_OOM, "compiling the kernel %s: no host memory for its %zu bytes of code", name,
+                           size);
+        } else if ((r = nvrtc.cubin(prog, cubin)) != NVRTC_SUCCESS) {
+            free(cubin);
+            cubin = nullptr;
+        }
+    }
+    if (r != NVRTC_SUCCESS) {   /* the log says why; what does not fit in last_error is cut */
+        char * log = program_log(prog);
+        rc = set_error(TIDE_DEVAPI_ERROR, "compiling the kernel %s for sm_%d%d failed: %s (NVRTC %d.%d)%s%s", name,
+                       major, minor, nvrtc.error_string(r), nvrtc_major, nvrtc_minor, log && log[0] ? ":\n" : "",
+                       log ? log : "");
+        free(log);
+    }
+    nvrtc.destroy_program(&prog);
+    *out = cubin;
+    return rc;
+}
+
+int rtc_compile(int32_t dev, const char * src, const char * name, void ** fn) {
+    *fn = nullptr;
+    if (int rc = use(dev)) return rc;
+    pthread_once(&nvrtc_once, load_nvrtc);
+    if (!nvrtc_loaded)
+        return set_error(TIDE_DEVAPI_ERROR, "the CUDA runtime compiler (libnvrtc) is not available: %s", nvrtc_why);
+    char * cubin = nullptr;
+    if (int rc = compile(dev, src, name, &cubin)) return rc;
+    /* A library, not a module: loaded into every device's context as it
+     * needs it, and kept for the process (one per fused chain of a plan: few).
+     * The driver keeps its own copy of the code. */
+    cudaLibrary_t lib = nullptr;
+    cudaError_t   err = cudaLibraryLoadData(&lib, cubin, nullptr, nullptr, 0, nullptr, nullptr, 0);
+    free(cubin);
+    if (err != cudaSuccess) return fail(err, "cudaLibraryLoadData");
+    cudaKernel_t kernel = nullptr;
+    err                 = cudaLibraryGetKernel(&kernel, lib, name);
+    if (err != cudaSuccess) {
+        (void)cudaLibraryUnload(lib);
+        char what[160];
+        snprintf(what, sizeof what, "cudaLibraryGetKernel(%s)", name);
+        return fail(err, what);
+    }
+    /* Loads it on dev now, where lazy loading would at its first launch
+     * (maybe while a graph records), and finds a kernel that cannot run
+     * there here rather than at a launch. */
+    cudaFuncAttributes attr;
+    err = cudaFuncGetAttributes(&attr, (const void *)kernel);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        (void)cudaLibraryUnload(lib);
+        return fail(err, "cudaFuncGetAttributes");
+    }
+    *fn = (void *)kernel;
+    return TIDE_DEVAPI_OK;
+}
+
+/* fn is a cudaKernel_t, which cudaLaunchKernel takes in place of a
+ * __global__ function's address. */
+int rtc_launch(int32_t dev, void * fn, const void * arg, size_t nbytes, int64_t n, void * stream) {
+    (void)nbytes;   /* the kernel knows its parameter's size */
+    if (int rc = use(dev)) return rc;
+    void *      args[1] = {(void *)arg};
+    cudaError_t err     = cudaLaunchKernel((const void *)fn, dim3(blocks_for(n)), dim3(THREADS), args, 0,
+                                           (cudaStream_t)stream);
+    if (err == cudaSuccess) return TIDE_DEVAPI_OK;
+    (void)cudaGetLastError();   /* a refused launch is not an error of later work */
+    return fail(err, "cudaLaunchKernel");
+}
+
 const tide_devapi table = {
     TIDE_DEVAPI_VERSION,
     "cuda",
@@ -354,6 +544,8 @@ const tide_devapi table = {
     capture_end,
     graph_launch,
     graph_destroy,
+    rtc_compile,
+    rtc_launch,
 };
 
 }   // namespace

@@ -20,7 +20,7 @@ extern "C" {
 
 /* Bumped whenever the table below changes; libtide refuses a backend built
  * against another version instead of calling through a wrong layout. */
-enum { TIDE_DEVAPI_VERSION = 4 };
+enum { TIDE_DEVAPI_VERSION = 5 };
 
 /* What a backend function returns. On anything but OK the backend keeps a
  * message for its calling thread, which `error_text` returns. */
@@ -176,6 +176,21 @@ typedef struct tide_devapi {
     int (*graph_launch)(int32_t dev, void * graph, void * stream);
     /* Frees a graph; launches already given run to their end. */
     int (*graph_destroy)(int32_t dev, void * graph);
+
+    /* -- kernels libtide writes at run time (a jit plan's fused elementwise chains) -- */
+    /* Compiles the CUDA C++ source `src` for dev's architecture (no fused
+     * multiply-adds: each operation rounds as its own kernel would), loads it
+     * on dev, and finds in it the kernel `name`, declared
+     *     extern "C" __global__ void name(ARGS a)
+     * for a struct ARGS passed by value, which loops over its elements with a
+     * grid-stride loop and so takes any grid. *fn is the kernel's handle,
+     * valid while the backend is loaded. Slow (a compiler runs): libtide calls
+     * it once per kernel, when it builds a plan. An error (the runtime compiler
+     * missing, the source refused) says why in error_text, with the compiler's log. */
+    int (*rtc_compile)(int32_t dev, const char * src, const char * name, void ** fn);
+    /* Launches kernel fn on `stream`, its parameter the nbytes at `arg` (copied
+     * at the launch), over enough threads for n elements (n >= 1). */
+    int (*rtc_launch)(int32_t dev, void * fn, const void * arg, size_t nbytes, int64_t n, void * stream);
 } tide_devapi;
 
 /* The symbol a backend library exports: its table, or NULL when it was built

@@ -18,6 +18,7 @@
 #include "pass.h"
 #include "../engine/cuda_loader.h"
 #include "../ops/cpu/kernels.h"
+#include "fuse_cuda.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -646,7 +647,8 @@ static bool build_view(builder * b, int32_t i) {
 static bool build_fused(builder * b, int32_t i) {
     tide_exec *        x = b->x;
     const tide_gnode * n = &b->g->nodes[i];
-    if (x->dev.type != TIDE_DEVICE_CPU) return fail_build(b, "a fused chain has no kernel on this device");
+    if (x->dev.type != TIDE_DEVICE_CPU && !n->fused->dev_fn)
+        return fail_build(b, "a fused chain has no kernel on this device");
     step *             s = new_step(b, i);
     if (!s) return fail_build(b, "out of memory");
     s->fused = malloc(sizeof *s->fused);
@@ -1016,10 +1018,10 @@ static tide_status run_device(void * ctx) {
     for (int32_t i = 0; i < x->n_steps && st == TIDE_OK; i++) {
         step * s = &x->steps[i];
         double t0 = tide_trace_now();
-        st     = tide_cuda_launch(&s->c);
+        st     = s->fused ? tide_fuse_cuda_launch(s->fused, s->c.in, s->c.out[0]) : tide_cuda_launch(&s->c);
         rep[i] = s->c.dev_report;
         s->c.dev_report = NULL;
-        if (t0 > 0) tide_trace_step(tide_op_name(s->op), s->origin, t0);
+        if (t0 > 0) tide_trace_step(s->op >= 0 ? tide_op_name(s->op) : "fused", s->origin, t0);
         if (st != TIDE_OK) st = step_failed(s, st);
     }
     unbind_roots(x);
@@ -1067,9 +1069,11 @@ static void record_graph(tide_exec * x) {
     bind_roots(rc);
     tide_status st = TIDE_OK;
     for (int32_t i = 0; i < x->n_steps && st == TIDE_OK; i++) {
-        int32_t k = x->steps[i].random;
-        st = tide_cuda_launch_held(&x->steps[i].c, &x->held, &x->dev_reports[i],
-                                   k >= 0 ? (uint64_t *)tide_tensor_ptr(x->rng_at) + 2 * k : NULL);
+        step *  s = &x->steps[i];
+        int32_t k = s->random;
+        st = s->fused ? tide_fuse_cuda_launch(s->fused, s->c.in, s->c.out[0])
+                      : tide_cuda_launch_held(&s->c, &x->held, &x->dev_reports[i],
+                                              k >= 0 ? (uint64_t *)tide_tensor_ptr(x->rng_at) + 2 * k : NULL);
     }
     if (st != TIDE_OK) snprintf(why, sizeof why, "%s", tide_last_error());
     unbind_roots(x);

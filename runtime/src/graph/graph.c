@@ -8,6 +8,7 @@
  */
 #include "pass.h"
 #include "../ops/cpu/kernels.h"
+#include "fuse_cuda.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -545,6 +546,7 @@ typedef struct {
 
 static tide_status run_fused(void * ctx) {
     fused_task * ft = ctx;
+    if (ft->out->dev.type == TIDE_DEVICE_CUDA) return tide_fuse_cuda_launch(ft->f, ft->ext, ft->out);
     return tide_ew_run_fused(ft->f, ft->ext, ft->out);
 }
 static void keep_fused(void * ctx) {

@@ -9,8 +9,15 @@
  * stored. Every value the run makes or updates but the last must be read only
  * inside the run. Random ops, ops whose loops are not exported (tide_loops_<op>)
  * and ops that record autograd history at replay stay as they are.
+ *
+ * On a CUDA device a run becomes one kernel that fuse_cuda.c writes and the
+ * backend compiles now: its inputs are on that device or host numbers, and it
+ * ends in no reduction. A run whose kernel does not compile (no runtime
+ * compiler there) stays as its ops.
  */
 #include "pass.h"
+#include "fuse_cuda.h"
+#include "../engine/cuda_loader.h"
 #include "../ops/cpu/kernels.h"
 
 #include <stdlib.h>
@@ -42,17 +49,31 @@ static bool same_shape(const tide_gvalue * a, const tide_gvalue * b) {
 /* Whether replaying n records no autograd history: fused kernels record none. */
 static bool gradless(const tide_graph * g, const tide_gnode * n) { return g->had_backward || !n->records_grad; }
 
-/* A node a fused kernel can run as one of its steps: an elementwise op on the CPU
- * whose loop is exported, computing in the float dtype of what it writes. */
+static bool on_cuda(const tide_gvalue * v) { return v->dev.type == TIDE_DEVICE_CUDA; }
+
+/* A node a fused kernel can run as one of its steps: an elementwise op computing
+ * in the float dtype of what it writes, whose loop is exported (on the CPU) or
+ * which has a fused form (on a CUDA device). */
 static bool fusable(const tide_graph * g, const tide_gnode * n) {
     if (n->kind != TIDE_GN_OP || n->n_out != (n->into >= 0 ? 0 : 1) || !gradless(g, n)) return false;
     tide_op_info info;
     if (tide_op_get_info(n->op, &info) != TIDE_OK || !(info.flags & TIDE_OPF_ELEMWISE) || (info.flags & TIDE_OPF_RANDOM))
         return false;
     const tide_gvalue * w = &g->values[written(n)];
-    return loops_of[n->op] && loops_of[n->op][n->compute_dtype] && w->dtype == n->compute_dtype &&
-           (w->dtype == TIDE_DTYPE_F32 || w->dtype == TIDE_DTYPE_F64) && w->dev.type == TIDE_DEVICE_CPU;
+    if (w->dtype != n->compute_dtype || (w->dtype != TIDE_DTYPE_F32 && w->dtype != TIDE_DTYPE_F64)) return false;
+    if (on_cuda(w)) return tide_fuse_cuda_op(n->op) && tide_cuda_api();
+    return loops_of[n->op] && loops_of[n->op][n->compute_dtype] && w->dev.type == TIDE_DEVICE_CPU;
 }
+
+/* Whether value v can be an input of a fused kernel on value `like`'s device:
+ * any on the CPU; on a CUDA device, one there in a dtype the kernel reads, or
+ * a host number. */
+static bool readable(const tide_gvalue * v, const tide_gvalue * like) {
+    if (!on_cuda(like)) return true;
+    if (v->dev.type == TIDE_DEVICE_CPU) return v->ndim == 0;
+    return v->dev.type == like->dev.type && v->dev.index == like->dev.index && tide_fuse_cuda_dtype(v->dtype);
+}
+
 
 /* How often each value is accessed: read by a node, updated in place, returned (1000). */
 static int32_t * count_uses(const tide_graph * g) {
@@ -83,6 +104,7 @@ static int32_t reduction_after(const tide_graph * g, int32_t last, int32_t v, co
     while (i < g->n_nodes && g->nodes[i].kind == TIDE_GN_VIEW) i++;
     if (i == g->n_nodes) return -1;
     const tide_gnode * n = &g->nodes[i];
+    if (on_cuda(like)) return -1;   /* a fused CUDA kernel ends in no reduction yet */
     if (n->kind != TIDE_GN_OP || (n->op != TIDE_OP_sum && n->op != TIDE_OP_mean) || n->in[0] != v || n->into >= 0 ||
         !gradless(g, n) || n->compute_dtype != like->dtype || g->values[n->out[0]].dtype != like->dtype)
         return -1;
@@ -214,10 +236,30 @@ static int32_t candidates(const tide_graph * g, int32_t first, int32_t * node) {
     for (int32_t i = first; i < g->n_nodes && n < TIDE_FUSED_MAX_STEPS; i++) {
         const tide_gnode *  nd = &g->nodes[i];
         const tide_gvalue * w  = nd->n_out || nd->into >= 0 ? &g->values[written(nd)] : NULL;
-        if (w && fusable(g, nd) && w->dtype == like->dtype && same_shape(w, like)) node[n++] = i;
+        if (w && fusable(g, nd) && w->dtype == like->dtype && same_shape(w, like) && w->dev.type == like->dev.type &&
+            w->dev.index == like->dev.index)
+            node[n++] = i;
         else if (!passable(g, first, nd)) break;
     }
     return n;
+}
+
+/* Compiles run r's kernel f for its CUDA device: 1; 0 when it does not compile
+ * (then no run from the same node would); -1 when an input cannot be read
+ * there (a shorter run may do without it). */
+static int compile_cuda(const tide_graph * g, const run * r, tide_fused * f) {
+    const tide_gvalue * like = &g->values[r->result];
+    int32_t             dtypes[TIDE_OP_MAX_IN];
+    uint32_t            host = 0;
+    for (int32_t e = 0; e < r->n_ext; e++) {
+        const tide_gvalue * v = &g->values[r->ext[e]];
+        if (!readable(v, like)) return -1;
+        dtypes[e] = v->dtype;
+        if (v->dev.type == TIDE_DEVICE_CPU) host |= 1u << e;
+    }
+    char why[256];
+    f->dev_fn = tide_fuse_cuda_compile(f, like->dev.index, dtypes, host, why, sizeof why);
+    return f->dev_fn ? 1 : 0;
 }
 
 /* Makes node `at` the fused node of run r, and drops the other members. */
@@ -263,6 +305,12 @@ int32_t tide_pass_fuse(tide_graph * g) {
             if (!f && r.n > 1) {
                 r.reduce = -1;
                 f = plan(g, uses, &r);
+            }
+            int compiled = f && on_cuda(&g->values[r.result]) ? compile_cuda(g, &r, f) : 1;
+            if (compiled < 1) {
+                free(f);
+                if (compiled == 0) break;
+                continue;
             }
             if (!f) continue;
             apply(g, &r, f, keep);

@@ -576,9 +576,7 @@ static tide_status run_fused_reduce(fused_state * fs) {
     return TIDE_OK;
 }
 
-/* Whether two views touch a common byte of memory (not merely the same storage:
- * a planned replay keeps every intermediate in one arena). */
-static bool overlaps(const tide_tensor * a, const tide_tensor * b) {
+bool tide_views_overlap(const tide_tensor * a, const tide_tensor * b) {
     if (a->storage != b->storage || a->nelem == 0 || b->nelem == 0) return false;
     int64_t lo[2], hi[2];
     const tide_tensor * t[2] = {a, b};
@@ -594,7 +592,7 @@ static bool overlaps(const tide_tensor * a, const tide_tensor * b) {
     return lo[0] < hi[1] && lo[1] < hi[0];
 }
 
-static bool same_view(const tide_tensor * a, const tide_tensor * b) {
+bool tide_same_view(const tide_tensor * a, const tide_tensor * b) {
     return a->storage == b->storage && a->offset == b->offset && a->ndim == b->ndim && a->dtype_id == b->dtype_id &&
            !memcmp(a->sizes, b->sizes, (size_t)a->ndim * sizeof(int64_t)) &&
            !memcmp(a->strides, b->strides, (size_t)a->ndim * sizeof(int64_t));
@@ -616,7 +614,7 @@ static bool run_fused_tiny(const tide_fused * f, tide_tensor * const * ext, tide
     _Alignas(64) char rep[TIDE_OP_MAX_IN][TINY_FUSED * 8], res[TIDE_FUSED_MAX_STEPS][TINY_FUSED * 8];
     for (int32_t k = 0; k < f->n_ext; k++) {
         const tide_tensor * t = ext[k];
-        if (overlaps(t, out)) return false;
+        if (tide_views_overlap(t, out)) return false;
         if (t->nelem == n && t->dtype_id == f->dtype && tide_tensor_is_contiguous(t)) {
             ptr[k] = tide_tensor_ptr(t);
         } else if (t->nelem == 1) {   /* broadcast (a Lua number, say): converted, repeated */
@@ -681,7 +679,7 @@ tide_status tide_ew_run_fused(const tide_fused * f, tide_tensor * const * ext, t
     for (int32_t k = 0; k < s->n_ops; k++) {
         s->direct[k] = contiguous(s, k) && s->dtype[k] == s->want[k];
         const tide_tensor * t = k ? ext[k - 1] : out;
-        if (k && !reduce && overlaps(t, out) && (!same_view(t, out) || (f->late >> (k - 1) & 1)))
+        if (k && !reduce && tide_views_overlap(t, out) && (!tide_same_view(t, out) || (f->late >> (k - 1) & 1)))
             stepwise = true;   /* reads what the blocks would write, at other indices or after an update */
         if (!k || s->direct[k]) continue;
         int32_t p = 0;   /* broadcast over the leading dims: a pattern of the trailing ones repeats */
