@@ -11,6 +11,7 @@
 
 #include "core/internal.h"
 #include "engine/device.h"
+#include "ops/cpu/kernels.h"
 
 #include <dlfcn.h>
 #include <inttypes.h>
@@ -236,6 +237,8 @@ static int fake_pinned_free(void * p) {
 /* A host view of a kernel's tensor: the device memory is host memory here.
  * A host number gets a 0-d tensor over `num`. */
 static tide_tensor * fake_host_view(const tide_devtensor * t, double * num) {
+    static double none;   /* what an empty tensor (data NULL) is a view of */
+    if (!t->data && t->nelem == 0) return tide_tensor_from_blob(&none, t->ndim, t->sizes, t->strides, t->dtype, NULL, NULL);
     if (!t->data) {
         if (t->dtype == TIDE_DTYPE_I64) memcpy(num, &t->ivalue, sizeof t->ivalue);
         else tide_store_double(num, t->dtype, t->value);
@@ -394,7 +397,7 @@ static const char * fake_error_text(void) { return fake.error; }
  * TIDE_KERNEL (which the source defines only when it is not set) made a host
  * function taking a pointer to the parameter, which one "thread" runs whole. */
 static const char fake_rtc_prelude[] =
-    "#include <math.h>\n#include <string.h>\n"
+    "#include <math.h>\n#include <string.h>\n#define FAKE_N_OPS 11\n"
     "#define __device__\n#define __host__\n#define __global__\n"
     "struct fake_dim { unsigned x; };\n"
     "static const fake_dim blockIdx = {0}, threadIdx = {0}, blockDim = {1}, gridDim = {1};\n"
@@ -408,9 +411,54 @@ static const char fake_rtc_prelude[] =
     "static inline double __ddiv_rn(double a, double b) { return a / b; }\n"
     "static inline double __longlong_as_double(long long v) { double d; memcpy(&d, &v, 8); return d; }\n"
     "static inline float __int_as_float(int v) { float f; memcpy(&f, &v, 4); return f; }\n"
+    /* the transcendental ops as the CPU computes them (the fake's other kernels
+     * are the CPU's): non-template overloads of the f_<op> names, which C++
+     * prefers to ewmath.cuh's templates; tide_fake_bind hands over the loops */
+    "typedef void (*fake_loop)(long long, long long, void *, const void * const *, const void *);\n"
+    "static fake_loop fake_loops[FAKE_N_OPS][2];\n"
+    "static const void * fake_calls[FAKE_N_OPS];\n"
+    "extern \"C\" void tide_fake_bind(const fake_loop * loops, const void * const * calls) {\n"
+    "    memcpy(fake_loops, loops, sizeof fake_loops);\n"
+    "    memcpy(fake_calls, calls, sizeof fake_calls);\n"
+    "}\n"
+    "template <typename T> static inline T fake_run(int k, T x) {\n"
+    "    T r;\n"
+    "    const void * in[1] = {&x};\n"
+    "    fake_loops[k][sizeof(T) == 8](1, 0, &r, in, fake_calls[k]);\n"
+    "    return r;\n"
+    "}\n"
+    "#define FAKE_OP(name, k) \\\n"
+    "    static inline float tide_fake_##name(float x) { return fake_run(k, x); } \\\n"
+    "    static inline double tide_fake_##name(double x) { return fake_run(k, x); }\n"
+    "FAKE_OP(exp, 0) FAKE_OP(log, 1) FAKE_OP(log1p, 2) FAKE_OP(expm1, 3) FAKE_OP(tanh, 4) FAKE_OP(sigmoid, 5)\n"
+    "FAKE_OP(silu, 6) FAKE_OP(sin, 7) FAKE_OP(cos, 8)\n"
+    "static inline float tide_fake_gelu(float x, bool t) { return fake_run(t ? 10 : 9, x); }\n"
+    "static inline double tide_fake_gelu(double x, bool t) { return fake_run(t ? 10 : 9, x); }\n"
+    "#define f_exp tide_fake_exp\n#define f_log tide_fake_log\n#define f_log1p tide_fake_log1p\n"
+    "#define f_expm1 tide_fake_expm1\n#define f_tanh tide_fake_tanh\n#define f_sigmoid tide_fake_sigmoid\n"
+    "#define f_silu tide_fake_silu\n#define f_sin tide_fake_sin\n#define f_cos tide_fake_cos\n"
+    "#define f_gelu tide_fake_gelu\n"
     "#define TIDE_KERNEL(name) static void name##_body(const fused_args & a); \\\n"
     "    extern \"C\" void name(const void * p) { name##_body(*(const fused_args *)p); } \\\n"
     "    static void name##_body(const fused_args & a)\n";
+
+/* The CPU's loops of the ops the prelude maps (in its order, float32 and
+ * float64), and the calls they read their params from (gelu's form). */
+extern const tide_ew_loop tide_loops_exp[TIDE_DTYPE_COUNT], tide_loops_log[TIDE_DTYPE_COUNT],
+    tide_loops_log1p[TIDE_DTYPE_COUNT], tide_loops_expm1[TIDE_DTYPE_COUNT], tide_loops_tanh[TIDE_DTYPE_COUNT],
+    tide_loops_sigmoid[TIDE_DTYPE_COUNT], tide_loops_silu[TIDE_DTYPE_COUNT], tide_loops_sin[TIDE_DTYPE_COUNT],
+    tide_loops_cos[TIDE_DTYPE_COUNT], tide_loops_gelu[TIDE_DTYPE_COUNT];
+static tide_opcall fake_gelu_calls[2] = {{.p = {.flags = 0}}, {.p = {.flags = 1}}};
+static const void * const fake_cpu_calls[11] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                                                &fake_gelu_calls[0], &fake_gelu_calls[1]};
+static const tide_ew_loop (*fake_cpu_loops(void))[2] {
+    static tide_ew_loop l[11][2];
+    const tide_ew_loop * const ops[11] = {tide_loops_exp,     tide_loops_log,  tide_loops_log1p, tide_loops_expm1,
+                                          tide_loops_tanh,    tide_loops_sigmoid, tide_loops_silu, tide_loops_sin,
+                                          tide_loops_cos,     tide_loops_gelu, tide_loops_gelu};
+    for (int k = 0; k < 11; k++) l[k][0] = ops[k][TIDE_DTYPE_F32], l[k][1] = ops[k][TIDE_DTYPE_F64];
+    return (const tide_ew_loop (*)[2])l;
+}
 
 /* NVRTC, where the build found the CUDA toolkit (TIDE_TEST_NVRTC, its path):
  * every source is also compiled for a GPU as the backend compiles it, which
@@ -505,6 +553,9 @@ static int fake_rtc_compile(int32_t dev, const char * src, const char * name, vo
         remove(path), remove(lib), remove(log), remove(dir);
         return TIDE_DEVAPI_ERROR;
     }
+    void (*bind)(const tide_ew_loop (*)[2], const void * const *) =
+        (void (*)(const tide_ew_loop (*)[2], const void * const *))dlsym(h, "tide_fake_bind");
+    if (bind) bind(fake_cpu_loops(), fake_cpu_calls);
     /* the library stays loaded, as the backend's modules do; its files go */
     remove(path), remove(lib), remove(log), remove(dir);
     pthread_mutex_lock(&fake.lock);

@@ -259,6 +259,38 @@ void * tide_fuse_cuda_compile(const tide_fused * f, int32_t dev, const int32_t *
 
 /* -- launching ---------------------------------------------------------------------------- */
 
+/* Launches op `op` over `in` into a new tensor *res, or (res NULL) into dst. */
+static tide_status launch_op(int32_t op, tide_tensor * const * in, int32_t n_in, const tide_op_params * p,
+                             tide_tensor * dst, tide_tensor ** res) {
+    tide_op_prepared r;
+    tide_status      st = tide_op_prepare(op, in, n_in, p, res ? NULL : dst, &r);
+    if (st != TIDE_OK) return st;
+    if (res && !(*res = tide_tensor_empty(r.shape.ndim[0], r.shape.sizes[0], r.dtypes[0], in[0]->dev)))
+        return tide_last_status();
+    r.c.out[0] = res ? *res : dst;
+    return tide_cuda_launch(&r.c);
+}
+
+/* The chain's ops one after the other on the stream, each into a temporary of
+ * its own, and what updates out stored there before the next op reads: what
+ * the ops unfused do, for inputs that share out's memory at other elements
+ * (the CPU's fused kernel does the same, ops/cpu/ew.c). */
+static tide_status run_steps(const tide_fused * f, tide_tensor * const * ext, tide_tensor * out) {
+    tide_tensor * val[TIDE_FUSED_MAX_STEPS] = {NULL};
+    tide_status   st = TIDE_OK;
+    for (int32_t s = 0; s < f->n_steps && st == TIDE_OK; s++) {
+        const tide_fused_step * fs = &f->steps[s];
+        tide_tensor *           in[TIDE_OP_MAX_IN];
+        for (int32_t k = 0; k < fs->c.n_in; k++) in[k] = fs->src[k] >= 0 ? ext[fs->src[k]] : val[-fs->src[k] - 1];
+        st = launch_op(fs->c.op, in, fs->c.n_in, &fs->c.p, NULL, &val[s]);
+        if (st == TIDE_OK && (fs->writes_out || s == f->n_steps - 1))
+            st = launch_op(TIDE_OP_copy, &val[s], 1, NULL, out, NULL);
+    }
+    /* given back to the stream's allocator: later work on it runs after these */
+    for (int32_t s = 0; s < f->n_steps; s++) tide_tensor_release(val[s]);
+    return st;
+}
+
 tide_status tide_fuse_cuda_launch(const tide_fused * f, tide_tensor * const * ext, tide_tensor * out) {
     const tide_devapi * api = tide_cuda_api();
     int32_t             dev = out->dev.index;
@@ -278,11 +310,11 @@ tide_status tide_fuse_cuda_launch(const tide_fused * f, tide_tensor * const * ex
             a.k[e] = tide_load_double(tide_tensor_ptr(t), t->dtype_id);
             continue;
         }
-        /* what the unfused steps would read after the chain updated out: the kernel
-         * reads every input before it stores, so only the same elements may be shared */
+        /* the kernel reads every input of an element before it stores it: an input
+         * that shares out's memory but for the same elements, or that the ops would
+         * read after out was updated, needs the ops one by one */
         if (tide_views_overlap(t, out) && (!tide_same_view(t, out) || (f->late >> e & 1)))
-            return tide_error_set(TIDE_E_VALUE, "fused chain: input %d shares memory with the tensor the chain "
-                                  "updates, but not element for element (on cuda:%d)", e + 1, dev);
+            return run_steps(f, ext, out);
         a.p[e + 1] = t->nelem ? tide_tensor_ptr(t) : NULL;
         for (int32_t d = 0; d < t->ndim; d++) {   /* aligned to the right; size-1 dims broadcast */
             int32_t od = nd - t->ndim + d;
