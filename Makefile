@@ -40,6 +40,9 @@ test-specs:
 	@# again with another default device: the specs must not assume "cpu", as
 	@# on a GPU machine they run with TIDE_DEFAULT_DEVICE=cuda:0 (tools/gpu-session)
 	TIDE_DEFAULT_DEVICE=cpu:1 $(BUILD)/tide /usr/bin/busted -o utfTerminal spec
+	@# and on cuda:0 of the fake device (runtime/tests/fake_backend.c, host memory
+	@# and the CPU's kernels): libtide's CUDA paths, every spec, without a GPU
+	TIDE_CUDA_LIBRARY=$(BUILD)/libtide_fakecuda.so TIDE_DEFAULT_DEVICE=cuda:0 $(BUILD)/tide /usr/bin/busted -o utfTerminal spec
 
 build-asan/CMakeCache.txt:
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DTIDE_SANITIZE=address,undefined -DTIDE_CUDA=OFF >/dev/null

@@ -247,7 +247,7 @@ local function numeric_grad(f, xv, xshape, r)
   return g
 end
 
-local function sync(f) return function() return tide.debug.sync(f) end end
+local sync = H.sync
 
 -- -- conv2d -------------------------------------------------------------------------------------
 

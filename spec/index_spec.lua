@@ -121,7 +121,7 @@ local function shape_of(seed)
   return s
 end
 
-local function sync(f) return function() return tide.debug.sync(f) end end
+local sync = H.sync
 
 -- -- index_select ---------------------------------------------------------------------
 

@@ -24,16 +24,7 @@ local function nodes(f) return f:stats().graphs[1].nodes end
 -- run with TIDE_DEFAULT_DEVICE=cuda:0) fused kernels have no reduction yet.
 local fuses_reductions = tide.get_default_device():match("^cpu") ~= nil
 
--- body with the default device at cpu, for what only the CPU's fusion does.
-local function on_cpu(body)
-  return function()
-    local prev = tide.get_default_device()
-    tide.set_default_device("cpu")
-    local ok, err = pcall(body)
-    tide.set_default_device(prev)
-    if not ok then error(err, 0) end
-  end
-end
+local on_cpu = H.on_cpu
 
 -- The number of fused nodes in f's graph that run exactly `steps` ("mul add relu").
 local function fused(f, steps)

@@ -27,15 +27,7 @@ end
 
 -- Check mode compares values in host memory: its specs run with the
 -- default device at cpu, whatever the suite's is (cuda:0 on a GPU machine).
-local function on_host(body)
-  return function()
-    local prev = tide.get_default_device()
-    tide.set_default_device("cpu")
-    local ok, err = pcall(body)
-    tide.set_default_device(prev)
-    if not ok then error(err, 0) end
-  end
-end
+local on_host = H.on_cpu
 
 local function batches(n, shape, classes)
   tide.manual_seed(7)

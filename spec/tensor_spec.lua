@@ -472,6 +472,7 @@ describe("memory", function()
     local f = assert(io.open(script, "w"))
     f:write([[
 local tide = require "tide"
+tide.set_default_device("cpu")   -- memory_stats is host memory's
 local x = tide.zeros(1024, 1024):wait()
 local with = tide.memory_stats().in_use
 x = nil

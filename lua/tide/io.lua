@@ -171,7 +171,13 @@ end
 local specials = { nan = 0 / 0, inf = huge, ["-inf"] = -huge }
 
 -- t, or its copy in host memory when it is on a CUDA device: what is written.
-local function host(t) return t:is_cuda() and t:cpu() or t end
+-- Waited for first, so that a failure of the op that made it is raised as
+-- that op's, after `what` (as the C writers word a host tensor's), not as the copy's.
+local function host(t, what)
+  if not t:is_cuda() then return t end
+  if C.tide_tensor_wait(t) ~= 0 then fail(what .. ": " .. ffi.string(C.tide_last_error())) end
+  return t:cpu()
+end
 
 local function decode_value(kind, s, path, name)
   if kind == "string" then return s end
@@ -235,7 +241,9 @@ function M.save(path, tbl, opts)
     meta[KEYS] = get_json().encode(manifest)
   end
   for _, e in ipairs(entries) do
-    if e.kind == "tensor" then B.check(C.tide_tensor_dict_add(d, e.name, host(e.value))) end
+    if e.kind == "tensor" then
+      B.check(C.tide_tensor_dict_add(d, e.name, host(e.value, string.format("save: '%s': tensor '%s'", path, e.name))))
+    end
   end
   local keys = {}
   for k in pairs(meta) do keys[#keys + 1] = k end
@@ -342,7 +350,7 @@ end
 function M.save_npy(path, t)
   check_path("save_npy", path)
   if not is_tensor(t) then fail("save_npy: argument 2 must be a tensor, got " .. type(t)) end
-  B.check(C.tide_npy_save(path, host(t)))
+  B.check(C.tide_npy_save(path, host(t, string.format("save_npy: '%s'", path))))
 end
 
 --- Reads an .npz archive (what numpy.savez and savez_compressed write).

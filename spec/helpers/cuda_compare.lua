@@ -5,6 +5,7 @@
 -- check of the specs themselves on a machine without a GPU.
 local tide = require "tide"
 local assert = require "luassert"   -- busted's, which spec files see as assert
+local H = require "spec.helpers"
 
 local C = {}
 
@@ -14,13 +15,15 @@ if os.getenv("TIDE_SPEC_DRY_RUN") == "1" then available, C.DEV = true, "cpu:1" e
 
 -- Runs body() on the device, or prints why not. Call it where `it` is
 -- defined: busted gives it to the spec file's functions, not to this module.
+-- The default device is cpu meanwhile: what the body makes without naming a
+-- device is the host side of its comparisons.
 function C.on_gpu(name, body)
   getfenv(2).it(name .. " #cuda", function()
     if not available then
       print(("\nskipped '%s': %s"):format(name, why_not))
       return
     end
-    body()
+    H.on_cpu(body)()
   end)
 end
 

@@ -56,6 +56,33 @@ end
 --- Asserts exact equality of values and shape.
 function H.equal(t, expected, msg) return H.close(t, expected, 0, 0, msg) end
 
+-- body, run with the default device at cpu (and then set back), for specs of
+-- what only the CPU does, or that compare a device with the host: the suite
+-- also runs with TIDE_DEFAULT_DEVICE=cuda:0.
+function H.on_cpu(body)
+  return function(...)
+    local prev = tide.get_default_device()
+    tide.set_default_device("cpu")
+    local ok, err = pcall(body, ...)
+    tide.set_default_device(prev)
+    if not ok then error(err, 0) end
+  end
+end
+
+-- f, run with every op at once (tide.debug.sync), for specs of the errors ops
+-- raise: on a device (the suite run with TIDE_DEFAULT_DEVICE=cuda:0) an index
+-- out of range is found by the device's work, which adds " (on cuda:0)" to
+-- the CPU's message and is reported again at the next tide.sync(); the
+-- message comes without the suffix, and that report is taken here.
+function H.sync(f)
+  return function()
+    local ok, err = pcall(tide.debug.sync, f)
+    if ok then return err end
+    pcall(tide.sync)
+    error(type(err) == "string" and (err:gsub(" %(on cuda:%d+%)$", "")) or err, 0)
+  end
+end
+
 --- The same values as t in several layouts: contiguous, a non-contiguous copy
 -- (built transposed and transposed back) and a strided one (every other column
 -- of a wider tensor). Returns a table name -> tensor.

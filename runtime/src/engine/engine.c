@@ -535,10 +535,15 @@ static tide_status complete(const tide_engine_task * t, int32_t id, tide_storage
         }
     }
     if (st != TIDE_OK) {
-        char msg[1024], where[128];
+        /* as execute() words a failure: a queued op says which it was */
+        char msg[1024], args[256] = "", where[128];
+        if (t->describe) t->describe(t->ctx, args, sizeof args);
         origin_of(id, where, sizeof where);
-        snprintf(msg, sizeof msg, "%s (op %s%s%s)", tide_last_error(), t->name, where[0] ? ", enqueued at " : "",
-                 where);
+        if (id > 0)
+            snprintf(msg, sizeof msg, "%s (op %s%s%s%s%s)", tide_last_error(), t->name, args[0] ? " on " : "", args,
+                     where[0] ? ", enqueued at " : "", where);
+        else
+            snprintf(msg, sizeof msg, "%s", tide_last_error());
         for (int32_t i = 0; i < n_writes; i++) poison(writes[i], st, msg);
         tide_error_set(st, "%s", msg);
     }
