@@ -3,7 +3,8 @@
  * recording, and as each of its ops is recorded the graph replays, node by
  * node, up to the node that stands for that op, so that both results are
  * compared while they are fresh (before later in-place writes) and the first
- * op whose results differ while its inputs agree can be named. Values match by
+ * op whose results differ while its inputs agree can be named. A device's
+ * values are copied on the device and compared through host copies. Values match by
  * their stable ids (graph.h). Capture, the passes and the ordinary replay are
  * graph.c's and pass_*.c's; this file only reads the graph.
  */
@@ -70,12 +71,57 @@ static tide_tensor * like_on(tide_storage * s, const tide_tensor * t) {
     return r;
 }
 
-/* A copy of t's storage, with t's layout; NULL when out of memory. Waits for t. */
+/* The check's own copies of a device's values are neither ops of the eager
+ * run it records nor of autograd's history: made with both off. */
+typedef struct {
+    tide_graph * capture;
+    int32_t      grad_off;
+} quiet;
+
+static quiet quiet_begin(void) {
+    quiet q     = {tide_capture, tide_grad_off};
+    tide_capture  = NULL;
+    tide_grad_off = 1;
+    return q;
+}
+
+static void quiet_end(quiet q) {
+    tide_capture  = q.capture;
+    tide_grad_off = q.grad_off;
+}
+
+/* A new storage holding from's bytes, on from's device: copied by the host
+ * once from is written, or on a device by the copy op over its bytes, queued
+ * after what writes it. NULL with the error set. */
+static tide_storage * storage_copy(tide_storage * from) {
+    if (from->device.type == TIDE_DEVICE_CPU) {
+        if (tide_engine_wait_storage(from) != TIDE_OK) return NULL;
+        tide_storage * s = tide_storage_new(from->nbytes, from->device);
+        if (!s) return NULL;
+        memcpy(s->data, from->data, from->nbytes);
+        return s;
+    }
+    tide_tensor * bytes = tide_tensor_alloc_header(from, TIDE_DTYPE_U8);
+    if (!bytes) return NULL;
+    bytes->ndim       = 1;
+    bytes->sizes[0]   = (int64_t)from->nbytes;
+    bytes->strides[0] = 1;
+    tide_tensor_finish(bytes);
+    quiet         q    = quiet_begin();
+    tide_tensor * copy = tide_tensor_to(bytes, -1, from->device, 1);
+    quiet_end(q);
+    tide_tensor_release(bytes);
+    if (!copy) return NULL;
+    tide_storage * s = copy->storage;
+    tide_storage_retain(s);
+    tide_tensor_release(copy);
+    return s;
+}
+
+/* A copy of t's storage, with t's layout; NULL when out of memory or t failed. */
 static tide_tensor * copy_of(tide_tensor * t) {
-    if (tide_tensor_wait(t) != TIDE_OK) return NULL;
-    tide_storage * s = tide_storage_new(t->storage->nbytes, t->storage->device);
+    tide_storage * s = storage_copy(t->storage);
     if (!s) return NULL;
-    memcpy(s->data, t->storage->data, t->storage->nbytes);
     tide_tensor * r = like_on(s, t);
     tide_storage_release(s);
     return r;
@@ -102,20 +148,6 @@ static tide_status bind(struct tide_check * c, tide_tensor * const * args) {
                                   tide_dtype_name(v->dtype), tide_dims_str(v->ndim, v->sizes, y, sizeof y));
         }
     }
-    /* The check reads and copies values in host memory: not yet those of a
-     * device (it crashed reading them), which it says rather than replaying. */
-    for (int32_t id = 0; id < g->n_values; id++) {
-        const tide_tensor * t = given(g, id, args);
-        if (t && t->dev.type != TIDE_DEVICE_CPU) {
-            char d[32];
-            return tide_error_set(TIDE_E_DEVICE,
-                                  "jit check: compares values in host memory only, and the graph's %s %d is on %s "
-                                  "(check the function with CPU tensors)",
-                                  g->values[id].kind == TIDE_GV_ARG ? "argument" : "constant",
-                                  g->values[id].kind == TIDE_GV_ARG ? g->values[id].arg + 1 : id,
-                                  tide_device_format(t->dev, d, sizeof d));
-        }
-    }
     tide_storage ** from = malloc((size_t)(g->n_nodes + 1) * sizeof *from), ** to = NULL;
     int32_t         n = 0;
     for (int32_t i = 0; i < g->n_nodes && from; i++) {
@@ -128,12 +160,8 @@ static tide_status bind(struct tide_check * c, tide_tensor * const * args) {
     c->copies = calloc((size_t)(2 * g->n_values + 1), sizeof *c->copies);
     to        = calloc((size_t)(n + 1), sizeof *to);
     tide_status st = from && to && c->copies ? TIDE_OK : tide_error_set(TIDE_E_OOM, "jit check: out of memory");
-    for (int32_t k = 0; k < n && st == TIDE_OK; k++) {   /* what the replay writes starts as it is now */
-        if ((st = tide_engine_wait_storage(from[k])) != TIDE_OK) break;
-        to[k] = tide_storage_new(from[k]->nbytes, from[k]->device);
-        if (!to[k]) st = TIDE_E_OOM;
-        else memcpy(to[k]->data, from[k]->data, from[k]->nbytes);
-    }
+    for (int32_t k = 0; k < n && st == TIDE_OK; k++)   /* what the replay writes starts as it is now */
+        if (!(to[k] = storage_copy(from[k]))) st = tide_last_status();
     for (int32_t id = 0; id < g->n_values && st == TIDE_OK; id++) {
         tide_tensor * t = given(g, id, args);
         if (!t) continue;
@@ -219,14 +247,35 @@ tide_graph * tide_graph_check_begin(tide_graph * g, tide_tensor * const * args, 
 
 /* -- comparing ------------------------------------------------------------------------------------ */
 
+static double host_diff(struct tide_check * c, tide_tensor * a, tide_tensor * b);
+
 /* The largest absolute difference between a and b, elementwise (NaN against NaN
- * agrees; INFINITY when the shapes differ or one is NaN). Waits for both. */
+ * agrees; INFINITY when the shapes differ or one is NaN). Waits for both; a
+ * device's values are compared through copies in host memory. */
 static double max_diff(struct tide_check * c, tide_tensor * a, tide_tensor * b) {
     if (!a || !b || a == b) return 0;
     if (a->ndim != b->ndim || memcmp(a->sizes, b->sizes, (size_t)a->ndim * 8)) {
         c->meta = true;
         return INFINITY;
     }
+    if (a->dev.type == TIDE_DEVICE_CPU && b->dev.type == TIDE_DEVICE_CPU) return host_diff(c, a, b);
+    tide_device   cpu = {TIDE_DEVICE_CPU, -1};
+    quiet         q   = quiet_begin();
+    tide_tensor * ha = tide_tensor_to(a, -1, cpu, 0), * hb = ha ? tide_tensor_to(b, -1, cpu, 0) : NULL;
+    quiet_end(q);
+    double        d  = 0;
+    if (!hb) {
+        c->found = FOUND_ERROR;
+        snprintf(c->msg, sizeof c->msg, "a value could not be read: %s", tide_last_error());
+    } else {
+        d = host_diff(c, ha, hb);
+    }
+    tide_tensor_release(ha), tide_tensor_release(hb);
+    return d;
+}
+
+/* max_diff of two host tensors of one shape. */
+static double host_diff(struct tide_check * c, tide_tensor * a, tide_tensor * b) {
     tide_status st = tide_tensor_wait(a);
     if (st == TIDE_OK) st = tide_tensor_wait(b);
     if (st != TIDE_OK) {
