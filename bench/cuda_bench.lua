@@ -11,6 +11,8 @@
 --       batch 16 and 128 and of the Fashion-MNIST CNN at batch 64, eager and
 --       compiled with tide.jit.compile, next to PyTorch eager and torch.compile
 --       (bench/cuda_ref.py; target: compiled MLP batch 16 >= 2x PyTorch eager)
+--   (4) the cost of one small op: x + 1 and x:add_(1) on 1000 float32s, enqueue
+--       and synchronised, per op, next to PyTorch's (the launch path's overhead)
 -- Float32 runs with TF32 off on both sides except in the tf32 case. Each Tide case
 -- runs in a child process of its own, so that a failing case reports itself and
 -- the rest still run. PyTorch is found as bench/train_bench.lua finds it
@@ -68,6 +70,25 @@ function cases.seed(dev, n, repeats)
     r:wait()
   end
   return string.format("%.4f %.4f", median(enq) * 1e3, median(total) * 1e3)
+end
+
+-- (4): x + 1, then x:add_(1), n times each on 1000 float32s: "enqueue_us synchronised_us" for each
+function cases.small(dev, n)
+  n = tonumber(n)
+  local x = tide.randn(1000, { device = dev })
+  local out = {}
+  for _, f in ipairs { function() return x + 1 end, function() return x:add_(1) end } do
+    for _ = 1, 200 do f() end
+    tide.sync()
+    collectgarbage()
+    local t0 = now()
+    for _ = 1, n do f() end
+    local t1 = now()
+    tide.sync()
+    local t2 = now()
+    out[#out + 1] = string.format("%.3f %.3f", (t1 - t0) / n * 1e6, (t2 - t0) / n * 1e6)
+  end
+  return table.concat(out, " ")
 end
 
 -- (2): an n x n matmul in `dtype` (or "tf32"), median of `rounds` rounds of `reps` calls: "TFLOP/s"
@@ -170,10 +191,10 @@ local quick = env_on("TIDE_BENCH_QUICK")
 local device = os.getenv("TIDE_BENCH_DEVICE")
 if not device or device == "" then device = "cuda:0" end
 local S = quick and {
-  seed_n = 200, seed_repeats = 3, mm_n = 256, mm_reps = 3, mm_rounds = 3, rounds = 2,
+  seed_n = 200, seed_repeats = 3, small_n = 500, mm_n = 256, mm_reps = 3, mm_rounds = 3, rounds = 2,
   train = { { "mlp", 16, 5 }, { "mlp", 128, 5 }, { "cnn", 64, 3 } },
 } or {
-  seed_n = 1000, seed_repeats = 5, mm_n = 4096, mm_reps = 50, mm_rounds = 10, rounds = 5,
+  seed_n = 1000, seed_repeats = 5, small_n = 20000, mm_n = 4096, mm_reps = 50, mm_rounds = 10, rounds = 5,
   train = { { "mlp", 16, 200 }, { "mlp", 128, 200 }, { "cnn", 64, 50 } },
 }
 local mm_cases = { "float32", "tf32", "bfloat16", "float16" }
@@ -274,9 +295,10 @@ else
     for _, c in ipairs(S.train) do specs[#specs + 1] = table.concat(c, ":") end
     local errfile = os.tmpname()
     if compile_mode then specs[#specs + 1] = "--compile-mode " .. shq(compile_mode) end
-    local out, status = lines_of(string.format("%s %s --device %d --seed-n %d --seed-repeats %d --mm-n %d --mm-reps %d " ..
-      "--mm-rounds %d --rounds %d --train %s 2>%s", python, shq(bench_dir .. "/cuda_ref.py"), cuda_idx, S.seed_n,
-      S.seed_repeats, S.mm_n, S.mm_reps, S.mm_rounds, S.rounds, table.concat(specs, " "), shq(errfile)), 420)
+    local out, status = lines_of(string.format("%s %s --device %d --seed-n %d --seed-repeats %d --small-n %d --mm-n %d " ..
+      "--mm-reps %d --mm-rounds %d --rounds %d --train %s 2>%s", python, shq(bench_dir .. "/cuda_ref.py"), cuda_idx,
+      S.seed_n, S.seed_repeats, S.small_n, S.mm_n, S.mm_reps, S.mm_rounds, S.rounds, table.concat(specs, " "),
+      shq(errfile)), 420)
     for _, l in ipairs(out) do
       local k, v = l:match("^(%S+) (.*)$")
       if k == "unavailable" then torch_why = v
@@ -404,4 +426,22 @@ do
   print("    speedup: PyTorch eager / Tide compiled")
   if #hows > 0 then print("    how the compiled steps replayed:\n" .. table.concat(hows, "\n")) end
   if target then print("    target: the compiled MLP batch 16 step >= 2x faster than PyTorch eager: " .. target) end
+end
+
+-- (4) --------------------------------------------------------------------------------------
+do
+  local v, why = child("small", device, S.small_n)
+  local t = {}
+  for w in (v or ""):gmatch("%S+") do t[#t + 1] = tonumber(w) end
+  local p = {}
+  for w in (torch.small or ""):gmatch("%S+") do p[#p + 1] = tonumber(w) end
+  print(string.format("(4) one small op on 1000 float32s on %s, us per op over %d in a row:", device,
+    S.small_n))
+  for i, name in ipairs { "x + 1", "x:add_(1)" } do
+    local tide_s = v and string.format("enqueue %.2f, synchronised %.2f", t[2 * i - 1], t[2 * i]) or ("failed: " .. why)
+    local torch_s = #p == 4 and string.format("PyTorch enqueue %.2f, synchronised %.2f", p[2 * i - 1], p[2 * i])
+      or ("PyTorch: " .. (torch_notes.small or torch_why or "no figure"))
+    print(string.format("    %-10s Tide %s; %s", name, tide_s, torch_s))
+  end
+  io.stdout:flush()
 end

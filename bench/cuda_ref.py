@@ -2,6 +2,8 @@
 # timed as the Lua side times Tide (wall clock, torch.cuda.synchronize() at the
 # end of each round, median of the rounds):
 #   seed                  ten rounds of x = randn(n, n); x @ x: "seed <enqueue ms> <synchronised ms>"
+#   small                 x + 1 and x.add_(1) on 1000 float32s, n times each: "small <enqueue us>
+#                         <synchronised us> <enqueue us> <synchronised us>" per op
 #   mm:<case>             an n x n matmul, float32 (TF32 off), tf32, bfloat16, float16:
 #                         "mm:<case> <TFLOP/s>"
 #   <kind>:<batch>:<steps>:eager|compiled
@@ -24,6 +26,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--device", default="0", help="a CUDA device index, or cpu")
 ap.add_argument("--seed-n", type=int, default=1000)
 ap.add_argument("--seed-repeats", type=int, default=5)
+ap.add_argument("--small-n", type=int, default=20000)
 ap.add_argument("--mm-n", type=int, default=4096)
 ap.add_argument("--mm-reps", type=int, default=50)
 ap.add_argument("--mm-rounds", type=int, default=10)
@@ -109,6 +112,28 @@ def seed():
 
 
 case("seed", seed)
+
+
+# -- small ops: the cost of one launch ------------------------------------------------------
+def small():
+    x = torch.randn(1000, device=dev)
+    n = args.small_n
+    figures = []
+    for f in (lambda: x + 1, lambda: x.add_(1)):
+        for _ in range(200):
+            f()
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            f()
+        t1 = time.perf_counter()
+        sync()
+        t2 = time.perf_counter()
+        figures += [(t1 - t0) / n * 1e6, (t2 - t0) / n * 1e6]
+    say("small " + " ".join(f"{v:.3f}" for v in figures))
+
+
+case("small", small)
 
 
 # -- matmul TFLOP/s ------------------------------------------------------------------------

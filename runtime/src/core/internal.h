@@ -60,8 +60,11 @@ struct tide_storage {
     /* The engine's per-storage state: the queue of pending ops that use it, in
      * the order they were pushed (under the engine's lock), and poison. */
     struct tide_dep * q_head, * q_tail;
+    struct tide_dep * q_grant;        /* the first op of the queue not granted yet, or NULL */
+    int32_t      q_len, q_writes;     /* ops in the queue; those that write */
     int32_t      waiters;             /* threads waiting for that queue to empty */
     int32_t      n_launched;          /* of those ops, launched on a device and not done there yet */
+    int32_t      launch_q;            /* 1 + the engine queue they were all launched on; 0: none; -1: several */
     atomic_int   poisoned;            /* 0 or the tide_status of a failed op that wrote here */
     char *       poison_msg;          /* owned; set before `poisoned` is published */
     atomic_int   version;             /* bumped by every op that writes into an existing tensor */

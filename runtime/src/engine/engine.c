@@ -339,25 +339,42 @@ static void ready(op * o);
 static void grant_past_launched(tide_storage * s);
 
 /* Grants what the head of s's queue allows: one write, or the reads before the first write. */
+static void grant_dep(dep * d) {
+    d->granted = true;
+    if (--d->op->waiting == 0) ready(d->op);
+}
+
+/* Grants what may run of s's queue. Its ungranted ops start at s->q_grant,
+ * so that a long queue of granted ops is not walked again at each grant:
+ * thousands of small device ops reading one tensor (x + 1 in a loop) are
+ * launched faster than the device finishes them, and walking them all at
+ * each push made the loop quadratic (fake device: 133 us an op). */
 static void grant(tide_storage * s) {
-    dep * d = s->q_head;
+    dep * d = s->q_grant;
     if (!d) return;
+    if (s->q_writes == 0) {   /* reads only: every one may run */
+        for (; d; d = d->next)
+            if (!d->granted) grant_dep(d);
+        s->q_grant = NULL;
+        return;
+    }
     if (TIDE_UNLIKELY(s->n_launched > 0)) {
-        grant_past_launched(s);
-        return;
-    }
-    if (d->write) {
-        if (!d->granted) {
-            d->granted = true;
-            if (--d->op->waiting == 0) ready(d->op);
+        /* one op waits, behind ops all launched on its own queue, whose stream
+         * runs them in order: grant_past_launched's answer, without its walk */
+        if (d == s->q_tail && s->n_launched == s->q_len - 1 && s->launch_q == d->op->queue + 1) {
+            grant_dep(d);
+            s->q_grant = NULL;
+            return;
         }
-        return;
+        grant_past_launched(s);
+    } else if (s->q_head->write) {
+        if (!s->q_head->granted) grant_dep(s->q_head);
+    } else {
+        for (dep * r = s->q_head; r && !r->write; r = r->next)
+            if (!r->granted) grant_dep(r);
     }
-    for (; d && !d->write; d = d->next) {
-        if (d->granted) continue;
-        d->granted = true;
-        if (--d->op->waiting == 0) ready(d->op);
-    }
+    while (d && d->granted) d = d->next;
+    s->q_grant = d;
 }
 
 /* grant() when ops in s's queue are launched on a device and not done there:
@@ -375,10 +392,7 @@ static void grant_past_launched(tide_storage * s) {
             int32_t q  = d->op->queue;
             bool    ok = d->write ? !any || (!idle_any && q_any == q)
                                   : !any_write || (!idle_write && q_write == q);
-            if (ok) {
-                d->granted = true;
-                if (--d->op->waiting == 0) ready(d->op);
-            }
+            if (ok) grant_dep(d);
         }
         bool    launched = d->op && d->op->launched;
         int32_t q        = launched ? d->op->queue : -2;
@@ -397,6 +411,9 @@ static void grant_past_launched(tide_storage * s) {
 static void enqueue_dep(dep * d) {
     tide_storage * s = d->s;
     d->next = NULL;
+    s->q_len++;
+    s->q_writes += d->write;
+    if (!d->granted && !s->q_grant) s->q_grant = d;
     if (s->q_tail) s->q_tail->next = d; else __atomic_store_n(&s->q_head, d, __ATOMIC_RELEASE);
     s->q_tail = d;
 }
@@ -404,6 +421,10 @@ static void enqueue_dep(dep * d) {
 static void remove_dep(dep * d) {
     tide_storage * s = d->s;
     dep * prev = NULL;
+    s->q_len--;
+    s->q_writes -= d->write;
+    if (s->q_grant == d)   /* only granted ops finish: not seen, but kept right */
+        for (s->q_grant = d->next; s->q_grant && s->q_grant->granted;) s->q_grant = s->q_grant->next;
     for (dep * x = s->q_head; x; prev = x, x = x->next) {
         if (x != d) continue;
         if (prev) prev->next = x->next; else __atomic_store_n(&s->q_head, x->next, __ATOMIC_RELEASE);
@@ -413,12 +434,7 @@ static void remove_dep(dep * d) {
 }
 
 /* Whether a new op could touch s right now: nothing pending on s conflicts. */
-static bool storage_free(tide_storage * s, bool write) {
-    if (write) return s->q_head == NULL;
-    for (dep * x = s->q_head; x; x = x->next)
-        if (x->write) return false;
-    return true;
-}
+static bool storage_free(tide_storage * s, bool write) { return write ? s->q_head == NULL : s->q_writes == 0; }
 
 /* -- workers ------------------------------------------------------------------------- */
 
@@ -453,7 +469,8 @@ static void finish(op * o, tide_status st) {
     if (o->live_next) o->live_next->live_prev = o->live_prev;
     progress++;
     if (o->launched)
-        for (int32_t i = 0; i < o->n_deps; i++) o->deps[i].s->n_launched--;
+        for (int32_t i = 0; i < o->n_deps; i++)
+            if (--o->deps[i].s->n_launched == 0) o->deps[i].s->launch_q = 0;
     for (int32_t i = 0; i < o->n_deps; i++) remove_dep(&o->deps[i]);
     for (int32_t i = 0; i < o->n_deps; i++) grant(o->deps[i].s);
     if (st != TIDE_OK && first_error == TIDE_OK) {
@@ -652,7 +669,10 @@ static void * device_worker(void * arg) {
             q->n_inflight[k]++;
             pthread_mutex_lock(&lock);
             o->launched = true;   /* the queue's next ops may follow it on the stream */
-            for (int32_t i = 0; i < o->n_deps; i++) o->deps[i].s->n_launched++;
+            for (int32_t i = 0; i < o->n_deps; i++) {
+                tide_storage * ds = o->deps[i].s;
+                ds->launch_q      = ds->n_launched++ == 0 || ds->launch_q == o->queue + 1 ? o->queue + 1 : -1;
+            }
             for (int32_t i = 0; i < o->n_deps; i++) grant(o->deps[i].s);
             pthread_mutex_unlock(&lock);
         }
