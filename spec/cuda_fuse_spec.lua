@@ -1,0 +1,78 @@
+-- jit fusion on a CUDA device: chains of elementwise ops become one kernel that
+-- libtide writes over the unfused kernels' own functions (runtime/src/cuda/
+-- ewmath.cuh) and the backend compiles with NVRTC (graph/fuse_cuda.c). Every op
+-- with a fused form runs inside a chain here, with broadcast rows, strided
+-- views and host numbers, float32 and float64, and the compiled results must
+-- equal the eager ones on the same device bit for bit (both sides round each
+-- operation on its own). On the fake device of make test-specs the kernels are
+-- built by the host's C++ compiler; on a GPU (tools/gpu-session) by NVRTC.
+local tide = require "tide"
+local C = require "spec.helpers.cuda_compare"
+local on_gpu, DEV = C.on_gpu, C.DEV
+
+-- The fused node's steps in f's graph, one string per node.
+local function fused(f)
+  local r = {}
+  for s in f:graph():gmatch("fused%(.-%) {(.-)}") do r[#r + 1] = s end
+  return r
+end
+
+-- Three runs of ops: the unary ones, the binary ones and those with more
+-- inputs or params, each ending in a result (so each is a kernel of its own).
+local function chains(x, row, xt0, d, mask)
+  local xt = xt0:t()
+  local a = (x + row) * 2
+  a = a:neg():abs():relu():sqrt():exp():log():log1p():expm1():sin():cos():tanh():sigmoid():silu():reciprocal()
+  local b = x - xt
+  b = b:maximum(x):minimum(row):pow(2):fmod(d):remainder(d):atan2(x):div(d)
+  b = b:floor() + b:ceil() + b:round() + b:sign() + b
+  local c = tide.where(mask, x, xt):add(x, 0.5):lerp(xt, 0.5):addcmul(x, xt, 2):addcdiv(x, d, 0.5)
+  c = c:gelu():gelu("tanh"):clamp(-0.5, 0.75):masked_fill(mask, 0.5):clamp(nil, 0.25) + d:rsqrt()
+  return a, b, c
+end
+
+local function inputs(dtype, shift)
+  tide.manual_seed(shift)
+  local x = tide.randn({ 5, 6 }, { dtype = dtype, device = DEV })
+  local row = tide.randn({ 6 }, { dtype = dtype, device = DEV })
+  local xt0 = tide.randn({ 6, 5 }, { dtype = dtype, device = DEV })
+  local d = x:exp()
+  return x, row, xt0, d, x:gt(0)
+end
+
+describe("jit fusion on a CUDA device", function()
+  on_gpu("runs every op with a fused form in one kernel per chain, with eager's results bit for bit", function()
+    for _, dtype in ipairs { "float32", "float64" } do
+      local f = tide.jit.compile(chains, { warmup = 0 })
+      for r = 1, 4 do   -- captured, then step by step, recorded, and as a device graph
+        local args = { inputs(dtype, r) }
+        local got, want = { f(unpack(args)) }, { chains(unpack(args)) }
+        for k = 1, 3 do C.same(want[k]:cpu(), got[k], dtype .. " chain " .. k, 0) end
+      end
+      local steps = fused(f)
+      assert.are.equal(3, #steps, f:graph())
+      assert.matches("^add mul neg abs relu sqrt exp log log1p expm1 sin cos tanh sigmoid silu reciprocal$", steps[1])
+      assert.matches("^sub maximum minimum pow fmod remainder atan2 div floor ceil add round add sign add add$",
+        steps[2])
+      assert.matches("^where add_scaled lerp addcmul addcdiv gelu gelu clamp masked_fill clamp rsqrt add$", steps[3])
+      assert.matches("on the device: one device graph launch", f:graph(), 1, true)
+    end
+  end)
+
+  on_gpu("updates a tensor in place in one kernel, and step by step where an input overlaps it", function()
+    local state = tide.randn({ 6, 6 }, { device = DEV })
+    local f = tide.jit.compile(function(v) state:mul_(2):sub_(v) end, { warmup = 0 })
+    local other = tide.randn({ 6, 6 }, { device = DEV })
+    f(other:t())
+    assert.are.same({ "mul sub" }, fused(f))
+    for _ = 1, 3 do
+      local want = state:clone():mul_(2):sub_(other:t())
+      f(other:t())
+      C.same(want:cpu(), state, "in place", 0)
+    end
+    local want = state:clone()
+    want:mul_(2):sub_(want:t())   -- eager: the sub reads the doubled values
+    f(state:t())                  -- a view of the target itself
+    C.same(want:cpu(), state, "overlapping", 0)
+  end)
+end)
