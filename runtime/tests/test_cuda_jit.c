@@ -379,6 +379,8 @@ static void test_fused_chain(void) {
             /* three runs, one kernel each (the first two end in the graph's
              * results); none without a compiler */
             CHECK((strstr(how, "fused(") != NULL) == !no_rtc);
+            CHECK((strstr(how, "-- a chain of elementwise ops stays unfused: its kernel did not compile for cuda:0: "
+                               "fake: the runtime compiler was told to be missing") != NULL) == no_rtc);
             CHECK(fake.n_rtc_compiles - compiles == (k == 2 ? 3 : 0));   /* once: then reused */
 #ifdef FAKE_NVRTC
             CHECK(fake_nvrtc_checks == fake.n_rtc_compiles);   /* and NVRTC took them too */

@@ -806,6 +806,7 @@ const char * tide_graph_describe(tide_graph * g) {
                tide_exec_num_steps(x), tide_exec_num_waves(x), (double)tide_exec_peak_bytes(x) / 1048576.0);
     else if (g->exec_tried) put(&out, "\n-- replayed node by node: %s", g->exec_why);
     if (dg) put(&out, "\n-- on the device: %s", dg[0] ? dg : "step by step until the second replay records a graph");
+    if (g->fuse_why[0]) put(&out, "\n-- a chain of elementwise ops stays unfused: %s", g->fuse_why);
     return s;
 }
 

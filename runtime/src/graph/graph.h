@@ -93,6 +93,7 @@ struct tide_graph {
     int32_t        exec_tried;
     int32_t        exec_off;                       /* TIDE_GRAPH_PASS_PLAN was left out */
     char           exec_why[160];
+    char           fuse_why[320];                  /* why a chain on a CUDA device stayed unfused ("": none) */
     int32_t *      trace;                          /* per captured node, in capture order: what it
                                                     * was (tide_graph_trace_code), for check mode */
     int32_t        n_trace;

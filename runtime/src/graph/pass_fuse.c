@@ -20,6 +20,7 @@
 #include "../engine/cuda_loader.h"
 #include "../ops/cpu/kernels.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #define X(name, nin, nout, dt, acc, sh, fl, par)                                                  \
@@ -247,7 +248,7 @@ static int32_t candidates(const tide_graph * g, int32_t first, int32_t * node) {
 /* Compiles run r's kernel f for its CUDA device: 1; 0 when it does not compile
  * (then no run from the same node would); -1 when an input cannot be read
  * there (a shorter run may do without it). */
-static int compile_cuda(const tide_graph * g, const run * r, tide_fused * f) {
+static int compile_cuda(tide_graph * g, const run * r, tide_fused * f) {
     const tide_gvalue * like = &g->values[r->result];
     int32_t             dtypes[TIDE_OP_MAX_IN];
     uint32_t            host = 0;
@@ -259,6 +260,11 @@ static int compile_cuda(const tide_graph * g, const run * r, tide_fused * f) {
     }
     char why[256];
     f->dev_fn = tide_fuse_cuda_compile(f, like->dev.index, dtypes, host, why, sizeof why);
+    if (!f->dev_fn && !g->fuse_why[0]) {   /* the first, on one line, for tide_graph_describe */
+        snprintf(g->fuse_why, sizeof g->fuse_why, "its kernel did not compile for cuda:%d: %s", like->dev.index, why);
+        for (char * c = g->fuse_why; *c; c++)
+            if (*c == '\n') *c = ' ';
+    }
     return f->dev_fn ? 1 : 0;
 }
 
