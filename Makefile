@@ -42,9 +42,9 @@ test-specs:
 	TIDE_DEFAULT_DEVICE=cpu:1 $(BUILD)/tide /usr/bin/busted -o utfTerminal spec
 	@# and on cuda:0 of the fake device (runtime/tests/fake_backend.c, host memory
 	@# and the CPU's kernels): libtide's CUDA paths, every spec, without a GPU
-	TIDE_CUDA_LIBRARY=$(BUILD)/libtide_fakecuda.so TIDE_DEFAULT_DEVICE=cuda:0 $(BUILD)/tide /usr/bin/busted -o utfTerminal spec
+	TIDE_CUDA_LIBRARY=$(abspath $(BUILD))/libtide_fakecuda.so TIDE_DEFAULT_DEVICE=cuda:0 $(BUILD)/tide /usr/bin/busted -o utfTerminal spec
 	@# a model on the second of two fake devices keeps everything there
-	TIDE_CUDA_LIBRARY=$(BUILD)/libtide_fakecuda.so TIDE_FAKE_DEVICES=2 TIDE_SPEC_DEVICE=cuda:1 \
+	TIDE_CUDA_LIBRARY=$(abspath $(BUILD))/libtide_fakecuda.so TIDE_FAKE_DEVICES=2 TIDE_SPEC_DEVICE=cuda:1 \
 	  $(BUILD)/tide /usr/bin/busted -o utfTerminal spec/device_placement_spec.lua
 
 build-asan/CMakeCache.txt:

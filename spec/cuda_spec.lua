@@ -27,6 +27,32 @@ describe("tide.cuda", function()
     end
   end)
 
+  it("loads the backend TIDE_CUDA_LIBRARY names, and says why not when it does not load", function()
+    local script = os.tmpname()
+    local f = assert(io.open(script, "w"))
+    f:write('print(select(2, require("tide").cuda.is_available()) or require("tide").cuda.status())\n')
+    f:close()
+    local function run(lib)
+      local p = assert(io.popen("env -u TIDE_DEFAULT_DEVICE TIDE_CUDA_LIBRARY='" .. lib .. "' luajit " .. script .. " 2>&1"))
+      local out = p:read("*a")
+      p:close()
+      return out
+    end
+    assert.matches("CUDA is not available: TIDE_CUDA_LIBRARY names a backend that does not load %(/nonexistent/x%.so: ",
+      run("/nonexistent/x.so"))
+    -- the fake device's backend, built beside libtide (make test-specs runs the suite on it)
+    local fake = (os.getenv("TIDE_LIBRARY") or ""):match("^(.*/)libtide%.so$")
+    local h = fake and io.open(fake .. "libtide_fakecuda.so")
+    if h then
+      h:close()
+      assert.matches("^1 device: cuda:0 fake %(host memory%)", run(fake .. "libtide_fakecuda.so"))
+    else
+      print("\nskipped the fake backend: no libtide_fakecuda.so beside $TIDE_LIBRARY (" ..
+        tostring(os.getenv("TIDE_LIBRARY")) .. ")")
+    end
+    os.remove(script)
+  end)
+
   it("moves tensors to a CUDA device and back #cuda", H.on_cpu(function()
     local x = tide.tensor({ { 1.5, -2, 3 }, { 4, 5, 6.25 } })
     assert.are.equal(x, x:cpu())

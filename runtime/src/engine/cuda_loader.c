@@ -61,7 +61,12 @@ static void probe(void) {
     }
     void * lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
-        snprintf(status, sizeof status, "CUDA is not available: this build has no CUDA backend (%s)", dlerror());
+        const char * e = dlerror();
+        if (env && *env)
+            snprintf(status, sizeof status, "CUDA is not available: TIDE_CUDA_LIBRARY names a backend that does not "
+                     "load (%s)", e ? e : path);
+        else
+            snprintf(status, sizeof status, "CUDA is not available: this build has no CUDA backend (%s)", e ? e : path);
         return;
     }
     tide_devapi_get_fn get = (tide_devapi_get_fn)dlsym(lib, "tide_cuda_backend_api");
