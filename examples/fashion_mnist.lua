@@ -18,7 +18,7 @@ local defaults = {
 local function usage(msg)
   io.stderr:write((msg and ("fashion_mnist: " .. msg .. "\n") or "") ..
     "usage: tide examples/fashion_mnist.lua [--epochs N] [--batch-size N] [--model cnn|mlp] [--lr X]\n" ..
-    "         [--device cpu|cpu:N] [--limit N (training images; 0: all)] [--seed N] [--data DIR]\n" ..
+    "         [--device cpu|cpu:N|cuda:N] [--limit N (training images; 0: all)] [--seed N] [--data DIR]\n" ..
     "         [--out FILE] [--threads N] [--compile 0|1 (tide.jit.compile the training step)]\n")
   os.exit(msg and 2 or 0)
 end
