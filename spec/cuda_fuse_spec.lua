@@ -2,9 +2,10 @@
 -- libtide writes over the unfused kernels' own functions (runtime/src/cuda/
 -- ewmath.cuh) and the backend compiles with NVRTC (graph/fuse_cuda.c). Every op
 -- with a fused form runs inside a chain here, with broadcast rows, strided
--- views and host numbers, float32 and float64, and the compiled results must
--- equal the eager ones on the same device bit for bit (both sides round each
--- operation on its own). On the fake device of make test-specs the kernels are
+-- views and host numbers, in float32 and float64 and (computed in float32,
+-- each step's result rounded to its storage as the ops one by one store it)
+-- float16 and bfloat16, and the compiled results must equal the eager ones on
+-- the same device bit for bit (both sides round each operation on its own). On the fake device of make test-specs the kernels are
 -- built by the host's C++ compiler; on a GPU (tools/gpu-session) by NVRTC.
 local tide = require "tide"
 local C = require "spec.helpers.cuda_compare"
@@ -42,7 +43,7 @@ end
 
 describe("jit fusion on a CUDA device", function()
   on_gpu("runs every op with a fused form in one kernel per chain, with eager's results bit for bit", function()
-    for _, dtype in ipairs { "float32", "float64" } do
+    for _, dtype in ipairs { "float32", "float64", "float16", "bfloat16" } do
       local f = tide.jit.compile(chains, { warmup = 0 })
       for r = 1, 4 do   -- captured, then step by step, recorded, and as a device graph
         local args = { inputs(dtype, r) }

@@ -411,6 +411,8 @@ static const char fake_rtc_prelude[] =
     "static inline double __ddiv_rn(double a, double b) { return a / b; }\n"
     "static inline double __longlong_as_double(long long v) { double d; memcpy(&d, &v, 8); return d; }\n"
     "static inline float __int_as_float(int v) { float f; memcpy(&f, &v, 4); return f; }\n"
+    "static inline float __uint_as_float(unsigned v) { float f; memcpy(&f, &v, 4); return f; }\n"
+    "static inline unsigned __float_as_uint(float f) { unsigned v; memcpy(&v, &f, 4); return v; }\n"
     /* the transcendental ops as the CPU computes them (the fake's other kernels
      * are the CPU's): non-template overloads of the f_<op> names, which C++
      * prefers to ewmath.cuh's templates; tide_fake_bind hands over the loops */

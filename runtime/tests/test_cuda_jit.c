@@ -27,11 +27,11 @@ static tide_tensor * call(const char * name, tide_tensor * a, tide_tensor * b, c
 
 static tide_tensor * op(const char * name, tide_tensor * a, tide_tensor * b) { return call(name, a, b, NULL, NULL); }
 
-/* rows x cols of (i * 7 + shift) % 11 / 4 - 1, on dev */
+/* rows x cols (cols 0: a vector of rows) of (i * 7 + shift) % 11 / 4 - 1, on dev */
 static tide_tensor * filled(int64_t rows, int64_t cols, int shift, tide_device dev) {
     double  v[64];
     int64_t sizes[2] = {rows, cols};
-    for (int64_t i = 0; i < rows * cols; i++) v[i] = (double)((i * 7 + shift) % 11) / 4 - 1;
+    for (int64_t i = 0; i < rows * (cols ? cols : 1); i++) v[i] = (double)((i * 7 + shift) % 11) / 4 - 1;
     tide_tensor * h = tide_tensor_from_doubles(v, cols ? 2 : 1, cols ? sizes : &rows, TIDE_DTYPE_F32);
     if (dev.type == TIDE_DEVICE_CPU) return h;
     tide_tensor * d = tide_tensor_to(h, -1, dev, 0);
@@ -357,7 +357,9 @@ static void chain_free(chain_in * a) {
 
 static void test_fused_chain(void) {
     fake.autorun = 1;
-    for (int32_t dtype = TIDE_DTYPE_F32; dtype <= TIDE_DTYPE_F64; dtype++) {
+    static const int32_t dtypes[] = {TIDE_DTYPE_F32, TIDE_DTYPE_F64, TIDE_DTYPE_F16, TIDE_DTYPE_BF16};
+    for (size_t di = 0; di < sizeof dtypes / sizeof *dtypes; di++) {
+        int32_t dtype = dtypes[di];
         for (int k = 0; k < 4; k++) {
             int no_rtc = k < 2, plan = k % 2;   /* no compiler first: compiled kernels are kept */
             fake.no_rtc = no_rtc;
@@ -396,11 +398,13 @@ static void test_fused_chain(void) {
                 CHECK(fake.n_rtc_launches - launches == (no_rtc ? 0 : 3));
                 chain(&h, want);   /* the ops one by one on the CPU */
                 /* bit for bit: the fake's kernels, fused or not, take the CPU's math */
-                for (int k = 0; k < 3; k++)
+                for (int j = 0; j < 3; j++)
                     for (int64_t i = 0; i < R * C; i++) {
-                        double got = at(out[k], i), w = at(want[k], i);
+                        double got = at(out[j], i), w = at(want[j], i);
                         bool   ok  = got == w || (isnan(got) && isnan(w));
-                        if (!ok) printf("# chain %d element %lld: %.17g, want %.17g\n", k, (long long)i, got, w);
+                        if (!ok)
+                            printf("# %s, case %d, replay %d, chain %d, element %lld: %.17g, want %.17g\n",
+                                   tide_dtype_name(dtype), k, r, j, (long long)i, got, w);
                         CHECK(ok);
                     }
                 tide_tensor_release_many(out, 3), tide_tensor_release_many(want, 3);

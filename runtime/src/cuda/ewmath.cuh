@@ -123,6 +123,36 @@ __device__ inline double gelu_grad(double x, bool approx) {
     return 0.5 * erfc(-x * 0.70710678118654752440) + x * 0.39894228040143267794 * exp(-0.5 * x * x);
 }
 
+/* -- float16 and bfloat16 storage ------------------------------------------------------------- */
+
+/* Their bits from a float and back, rounding to nearest even as libtide's
+ * conversions do (core/dtype.c): a fused chain stored in float16 or bfloat16
+ * rounds each step's result as the ops one by one store it. */
+__device__ inline unsigned short tide_f16_bits(float f) {
+    unsigned int x = __float_as_uint(f), sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u) return (unsigned short)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0u));
+    if (ax >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u);   /* rounds to inf */
+    if (ax < 0x38800000u)                                             /* subnormal or zero: a / 2^-24 */
+        return (unsigned short)(sign | (unsigned int)rintf(__uint_as_float(ax) * 16777216.0f));
+    unsigned int r = ax + 0xfffu + ((ax >> 13) & 1u);
+    return (unsigned short)(sign | ((r - 0x38000000u) >> 13));
+}
+__device__ inline float tide_f16_value(unsigned short h) {
+    unsigned int sign = (unsigned int)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0x1fu) return __uint_as_float(sign | 0x7f800000u | (m << 13));
+    if (e == 0) {   /* zero or subnormal: m 2^-24, exact */
+        float v = (float)m * 5.9604644775390625e-8f;
+        return sign ? -v : v;
+    }
+    return __uint_as_float(sign | ((e + 112u) << 23) | (m << 13));
+}
+__device__ inline unsigned short tide_bf16_bits(float f) {
+    unsigned int x = __float_as_uint(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((x >> 16) | 0x40u);   /* quiet NaN */
+    return (unsigned short)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+__device__ inline float tide_bf16_value(unsigned short h) { return __uint_as_float((unsigned int)h << 16); }
+
 /* -- the ops ---------------------------------------------------------------------------------- */
 
 /* Each float op, as ops/cpu/binary.c and transcend.c define it; their names

@@ -58,12 +58,11 @@ static int form_of(int32_t op) {
 
 bool tide_fuse_cuda_op(int32_t op) { return form_of(op) >= 0; }
 
-bool tide_fuse_cuda_dtype(int32_t dtype) {
-    switch (dtype) {
-    case TIDE_DTYPE_F32: case TIDE_DTYPE_F64: case TIDE_DTYPE_I32: case TIDE_DTYPE_I64: case TIDE_DTYPE_U8:
-    case TIDE_DTYPE_BOOL: return true;
-    default: return false;
-    }
+bool tide_fuse_cuda_dtype(int32_t dtype) { return dtype >= 0 && dtype < TIDE_DTYPE_COUNT; }
+
+/* float16 and bfloat16: stored as bits, converted by ewmath.cuh's functions. */
+static const char * half_name(int32_t dtype) {
+    return dtype == TIDE_DTYPE_F16 ? "f16" : dtype == TIDE_DTYPE_BF16 ? "bf16" : NULL;
 }
 
 typedef struct out_buf {
@@ -110,6 +109,8 @@ static const char * c_type(int32_t dtype) {
     case TIDE_DTYPE_F64: return "double";
     case TIDE_DTYPE_I32: return "int";
     case TIDE_DTYPE_I64: return "long long";
+    case TIDE_DTYPE_F16:
+    case TIDE_DTYPE_BF16: return "unsigned short";
     default:             return "unsigned char";   /* uint8, bool (0 or 1) */
     }
 }
@@ -118,8 +119,13 @@ int tide_fuse_cuda_source(const tide_fused * f, const int32_t * ext_dtype, uint3
                           char * why, size_t n_why) {
     out_buf o = {buf, n, 0, false};
     if (f->reduce_op >= 0) return snprintf(why, n_why, "a fused reduction has no CUDA kernel yet"), -1;
-    if (f->dtype != TIDE_DTYPE_F32 && f->dtype != TIDE_DTYPE_F64)
-        return snprintf(why, n_why, "a chain computing in %s has no CUDA kernel", tide_dtype_name(f->dtype)), -1;
+    /* computed in float32 or float64; stored in that dtype, or (computed in
+     * float32) in float16 or bfloat16, each step's result rounded to it */
+    int32_t      ct = f->steps[0].c.compute_dtype;
+    const char * half = half_name(f->dtype);
+    if ((ct != TIDE_DTYPE_F32 && ct != TIDE_DTYPE_F64) || (f->dtype != ct && !(half && ct == TIDE_DTYPE_F32)))
+        return snprintf(why, n_why, "a chain of %s computing in %s has no CUDA kernel", tide_dtype_name(f->dtype),
+                        tide_dtype_name(ct)), -1;
     for (int32_t e = 0; e < f->n_ext; e++)
         if (!(ext_host >> e & 1) && !tide_fuse_cuda_dtype(ext_dtype[e]))
             return snprintf(why, n_why, "input %d is %s, which a fused CUDA kernel does not read", e + 1,
@@ -127,7 +133,7 @@ int tide_fuse_cuda_source(const tide_fused * f, const int32_t * ext_dtype, uint3
     put(&o, "%s\n", tide_ewmath_text);
     put_args_decl(&o);
     put(&o, "#ifndef TIDE_KERNEL\n#define TIDE_KERNEL(name) extern \"C\" __global__ void name(fused_args a)\n#endif\n");
-    put(&o, "TIDE_KERNEL(" TIDE_FUSE_CUDA_KERNEL ") {\n    typedef %s T;\n", c_type(f->dtype));
+    put(&o, "TIDE_KERNEL(" TIDE_FUSE_CUDA_KERNEL ") {\n    typedef %s T;\n", c_type(ct));
     put(&o, "    long long step = (long long)gridDim.x * blockDim.x;\n"
             "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += step) {\n"
             "        long long o[%d] = {0};\n"
@@ -144,6 +150,9 @@ int tide_fuse_cuda_source(const tide_fused * f, const int32_t * ext_dtype, uint3
         f->n_ext + 1, f->n_ext, f->n_ext);
     for (int32_t e = 0; e < f->n_ext; e++) {
         if (ext_host >> e & 1) put(&o, "        T x%d = (T)a.k[%d];\n", e, e);
+        else if (half_name(ext_dtype[e]))
+            put(&o, "        T x%d = (T)tide_%s_value(((const unsigned short *)a.p[%d])[o[%d]]);\n", e,
+                half_name(ext_dtype[e]), e + 1, e + 1);
         else put(&o, "        T x%d = (T)((const %s *)a.p[%d])[o[%d]];\n", e, c_type(ext_dtype[e]), e + 1, e + 1);
     }
     for (int32_t s = 0; s < f->n_steps; s++) {
@@ -188,8 +197,13 @@ int tide_fuse_cuda_source(const tide_fused * f, const int32_t * ext_dtype, uint3
             return snprintf(why, n_why, "%s has no fused CUDA form", name), -1;
         }
         put(&o, ";\n");
+        if (half)   /* what the op stores, and the next one reads */
+            put(&o, "        v%d = tide_%s_value(tide_%s_bits(v%d));\n", s, half, half, s);
     }
-    put(&o, "        ((T *)a.p[0])[o[0]] = v%d;\n    }\n}\n", f->n_steps - 1);
+    if (half)
+        put(&o, "        ((unsigned short *)a.p[0])[o[0]] = tide_%s_bits(v%d);\n    }\n}\n", half, f->n_steps - 1);
+    else
+        put(&o, "        ((T *)a.p[0])[o[0]] = v%d;\n    }\n}\n", f->n_steps - 1);
     if (o.full) return snprintf(why, n_why, "the kernel's source is longer than %zu bytes", n), -1;
     return 0;
 }

@@ -14,7 +14,7 @@
 
 /* Whether op can be a step of a fused CUDA kernel. */
 TIDE_INTERNAL bool        tide_fuse_cuda_op(int32_t op);
-/* Whether a fused CUDA kernel reads an input of this dtype. */
+/* Whether a fused CUDA kernel reads an input of this dtype (every dtype). */
 TIDE_INTERNAL bool        tide_fuse_cuda_dtype(int32_t dtype);
 /* Writes into buf the CUDA source of f's kernel, for inputs of dtypes
  * ext_dtype[e], or host numbers where bit e of ext_host is set. Returns 0, or

@@ -54,13 +54,16 @@ static bool on_cuda(const tide_gvalue * v) { return v->dev.type == TIDE_DEVICE_C
 
 /* A node a fused kernel can run as one of its steps: an elementwise op computing
  * in the float dtype of what it writes, whose loop is exported (on the CPU) or
- * which has a fused form (on a CUDA device). */
+ * which has a fused form (on a CUDA device, where a float16 or bfloat16 result
+ * computed in float32 is fused too). */
 static bool fusable(const tide_graph * g, const tide_gnode * n) {
     if (n->kind != TIDE_GN_OP || n->n_out != (n->into >= 0 ? 0 : 1) || !gradless(g, n)) return false;
     tide_op_info info;
     if (tide_op_get_info(n->op, &info) != TIDE_OK || !(info.flags & TIDE_OPF_ELEMWISE) || (info.flags & TIDE_OPF_RANDOM))
         return false;
     const tide_gvalue * w = &g->values[written(n)];
+    if (on_cuda(w) && (w->dtype == TIDE_DTYPE_F16 || w->dtype == TIDE_DTYPE_BF16))   /* each step rounded to it */
+        return n->compute_dtype == TIDE_DTYPE_F32 && tide_fuse_cuda_op(n->op) && tide_cuda_api();
     if (w->dtype != n->compute_dtype || (w->dtype != TIDE_DTYPE_F32 && w->dtype != TIDE_DTYPE_F64)) return false;
     if (on_cuda(w)) return tide_fuse_cuda_op(n->op) && tide_cuda_api();
     return loops_of[n->op] && loops_of[n->op][n->compute_dtype] && w->dev.type == TIDE_DEVICE_CPU;
