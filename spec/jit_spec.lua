@@ -433,8 +433,11 @@ describe("jit.compile", function()
     for _ = 1, 5 do again(x, y) end
     tide.sync()
     Bn.collect()
-    assert.are.equal(before, #Bn.live_tensors())
-    assert.are.equal(bytes, tide.memory_stats().in_use)
+    -- no growth (on another default device than cpu, what earlier runs left may
+    -- still go meanwhile: fewer is fine)
+    local after, after_bytes = #Bn.live_tensors(), tide.memory_stats().in_use
+    assert.is_true(after <= before, ("%d live tensors, %d before"):format(after, before))
+    assert.is_true(after_bytes <= bytes, ("%d bytes in use, %d before"):format(after_bytes, bytes))
   end)
 
   it("recaptures when a captured tensor is another one: model:to(dtype), model:to(device), a new parameter", function()
