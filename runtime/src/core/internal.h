@@ -92,6 +92,11 @@ TIDE_INTERNAL void           tide_storage_release(tide_storage * s);
 /* A new tensor header (refcount 1) viewing s (retained). Sizes/strides set by caller,
  * then tide_tensor_finish() computes nelem. */
 TIDE_INTERNAL tide_tensor * tide_tensor_alloc_header(tide_storage * s, int32_t dtype);
+/* Whether two views touch a common byte of memory (not merely the same storage:
+ * a planned replay keeps every intermediate in one arena). */
+TIDE_INTERNAL bool tide_views_overlap(const tide_tensor * a, const tide_tensor * b);
+/* Whether two views are the same elements of the same storage, in one dtype. */
+TIDE_INTERNAL bool tide_same_view(const tide_tensor * a, const tide_tensor * b);
 /* tide_tensor_empty over a deferred storage (see tide_storage_new_deferred):
  * for results that an op pushed right after will write. */
 TIDE_INTERNAL tide_tensor * tide_tensor_empty_deferred(int32_t ndim, const int64_t * sizes, int32_t dtype,

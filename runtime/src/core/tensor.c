@@ -199,6 +199,28 @@ tide_tensor * tide_tensor_from_doubles(const double * data, int32_t ndim, const 
 
 /* -- queries ------------------------------------------------------------------ */
 
+bool tide_views_overlap(const tide_tensor * a, const tide_tensor * b) {
+    if (a->storage != b->storage || a->nelem == 0 || b->nelem == 0) return false;
+    int64_t lo[2], hi[2];
+    const tide_tensor * t[2] = {a, b};
+    for (int k = 0; k < 2; k++) {
+        int64_t l = t[k]->offset, h = t[k]->offset;
+        for (int32_t d = 0; d < t[k]->ndim; d++) {
+            int64_t span = (t[k]->sizes[d] - 1) * t[k]->strides[d];
+            if (span < 0) l += span; else h += span;
+        }
+        int64_t esz = (int64_t)tide_esize(t[k]->dtype_id);
+        lo[k] = l * esz, hi[k] = (h + 1) * esz;
+    }
+    return lo[0] < hi[1] && lo[1] < hi[0];
+}
+
+bool tide_same_view(const tide_tensor * a, const tide_tensor * b) {
+    return a->storage == b->storage && a->offset == b->offset && a->ndim == b->ndim && a->dtype_id == b->dtype_id &&
+           !memcmp(a->sizes, b->sizes, (size_t)a->ndim * sizeof(int64_t)) &&
+           !memcmp(a->strides, b->strides, (size_t)a->ndim * sizeof(int64_t));
+}
+
 int32_t tide_tensor_is_contiguous(const tide_tensor * t) {
     int64_t expected = 1;
     for (int32_t i = t->ndim - 1; i >= 0; i--) {

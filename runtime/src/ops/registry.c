@@ -309,12 +309,6 @@ static void describe_call(const void * ctx, char * buf, size_t n) {
     }
 }
 
-static bool same_view(const tide_tensor * a, const tide_tensor * b) {
-    return a->storage == b->storage && a->offset == b->offset && a->ndim == b->ndim && a->dtype_id == b->dtype_id &&
-           memcmp(a->sizes, b->sizes, (size_t)a->ndim * sizeof(int64_t)) == 0 &&
-           memcmp(a->strides, b->strides, (size_t)a->ndim * sizeof(int64_t)) == 0;
-}
-
 /* Whether writing `out` while reading the inputs could read an element after it
  * was overwritten. Identical views are safe for elementwise ops and for the first
  * input of ops that declare INPLACE; any other sharing of storage is not. */
@@ -322,7 +316,7 @@ static bool needs_temp(const op_entry * e, const tide_opcall * c, const tide_ten
     for (int32_t i = 0; i < c->n_in; i++) {
         const tide_tensor * t = c->in[i];
         if (t->storage != out->storage || t->nelem == 0) continue;
-        bool identical = same_view(t, out);
+        bool identical = tide_same_view(t, out);
         if (identical && (e->def.flags & TIDE_OPF_ELEMWISE)) continue;
         if (identical && i == 0 && (e->def.flags & TIDE_OPF_INPLACE)) continue;
         return true;

@@ -350,17 +350,11 @@ static tide_tensor * as_dtype(tide_tensor * t, int32_t dtype) {
     return r;
 }
 
-static bool same_view(const tide_tensor * a, const tide_tensor * b) {
-    return a->storage == b->storage && a->offset == b->offset && a->ndim == b->ndim && a->dtype_id == b->dtype_id &&
-           memcmp(a->sizes, b->sizes, (size_t)a->ndim * sizeof(int64_t)) == 0 &&
-           memcmp(a->strides, b->strides, (size_t)a->ndim * sizeof(int64_t)) == 0;
-}
-
 /* The destination of scatter, scatter_add, index_add holding x's values: out
  * itself when it is x (in place) and of the working dtype, else a copy of x. */
 static tide_tensor * start_from(tide_tensor * out, tide_tensor * x, int32_t dtype) {
     tide_tensor * dst = target(out, dtype);
-    if (dst && !same_view(dst, x) && tide_copy_view(dst, x) != TIDE_OK) {
+    if (dst && !tide_same_view(dst, x) && tide_copy_view(dst, x) != TIDE_OK) {
         tide_tensor_release(dst);
         return NULL;
     }

@@ -69,11 +69,6 @@ typedef struct tide_fused {
  * (16 lanes, 65536-element chunks, in double), so they equal eager's bit for bit.
  * Fails only when out of memory. */
 TIDE_INTERNAL tide_status tide_ew_run_fused(const tide_fused * f, tide_tensor * const * ext, tide_tensor * out);
-/* Whether two views touch a common byte of memory (not merely the same storage:
- * a planned replay keeps every intermediate in one arena). */
-TIDE_INTERNAL bool tide_views_overlap(const tide_tensor * a, const tide_tensor * b);
-/* Whether two views are the same elements of the same storage, in one dtype. */
-TIDE_INTERNAL bool tide_same_view(const tide_tensor * a, const tide_tensor * b);
 
 /* The order of float sums (reduce.c, and fused reductions in ew.c): a run of
  * elements is split into chunks, each summed in LANES interleaved accumulators. */

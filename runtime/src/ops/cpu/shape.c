@@ -67,12 +67,6 @@ static tide_status copy_to_view(tide_tensor * dst, int32_t ndim, const int64_t *
     return st;
 }
 
-static bool same_view(const tide_tensor * a, const tide_tensor * b) {
-    return a->storage == b->storage && a->offset == b->offset && a->ndim == b->ndim && a->dtype_id == b->dtype_id &&
-           memcmp(a->sizes, b->sizes, (size_t)a->ndim * sizeof(int64_t)) == 0 &&
-           memcmp(a->strides, b->strides, (size_t)a->ndim * sizeof(int64_t)) == 0;
-}
-
 /* -- cat ------------------------------------------------------------------------------------ */
 
 /* PyTorch's legacy rule: 1-d empty tensors join anything (they are skipped). */
@@ -336,7 +330,7 @@ static tide_status tri(const tide_opcall * c, bool lower) {
         return tide_error_set(TIDE_E_SHAPE, "%s: the input must have at least 2 dimensions, got shape %s",
                               lower ? "tril" : "triu", tide_shape_str(x, a, sizeof a));
     if (out->nelem == 0) return TIDE_OK;
-    if (!same_view(x, out)) TIDE_CHECK(tide_copy_view(out, x));   /* in place: only the zeroing */
+    if (!tide_same_view(x, out)) TIDE_CHECK(tide_copy_view(out, x));   /* in place: only the zeroing */
     tri_ctx t = {out, c->p.n_ints ? c->p.ints[0] : 0, lower, out->sizes[out->ndim - 2], out->sizes[out->ndim - 1]};
     if (t.k > t.cols) t.k = t.cols;   /* beyond the matrix: same result, and i + k cannot overflow */
     if (t.k < -t.rows) t.k = -t.rows;
