@@ -338,13 +338,15 @@ static void ready(op * o);
 
 static void grant_past_launched(tide_storage * s);
 
-/* Grants what the head of s's queue allows: one write, or the reads before the first write. */
+/* Marks d granted; its op is ready once every dep of it is. */
 static void grant_dep(dep * d) {
     d->granted = true;
     if (--d->op->waiting == 0) ready(d->op);
 }
 
-/* Grants what may run of s's queue. Its ungranted ops start at s->q_grant,
+/* Grants what may run of s's queue: with nothing launched on a device, one
+ * write at the head, or the reads before the first write; past launched ops,
+ * what grant_past_launched allows. Its ungranted ops start at s->q_grant,
  * so that a long queue of granted ops is not walked again at each grant:
  * thousands of small device ops reading one tensor (x + 1 in a loop) are
  * launched faster than the device finishes them, and walking them all at
