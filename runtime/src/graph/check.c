@@ -4,9 +4,9 @@
  * node, up to the node that stands for that op, so that both results are
  * compared while they are fresh (before later in-place writes) and the first
  * op whose results differ while its inputs agree can be named. A device's
- * values are copied on the device and compared through host copies. Values match by
- * their stable ids (graph.h). Capture, the passes and the ordinary replay are
- * graph.c's and pass_*.c's; this file only reads the graph.
+ * values are copied on the device and compared through host copies. Values
+ * match by their stable ids (graph.h). Capture, the passes and the ordinary
+ * replay are graph.c's and pass_*.c's; this file only reads the graph.
  */
 #include "pass.h"
 #include "../ops/cpu/kernels.h"
