@@ -24,6 +24,7 @@
  * while recorded) and copies, run in order at each launch. */
 typedef struct {
     int              copy;
+    int32_t          kind;           /* a copy's direction */
     void *           rtc_fn;         /* a launch of a run-time compiled kernel, with its parameter */
     void *           rtc_arg;
     tide_devcall     call;
@@ -81,6 +82,44 @@ static int fake_record(fake_stream * s, fake_node nd) {
     return TIDE_DEVAPI_OK;
 }
 
+/* The live "device" allocations, so that a copy can check that its direction
+ * says where its memory is, as a GPU's would fail when it does not. */
+static struct {
+    char ** at;
+    size_t * n;
+    int      len, cap;
+} fake_blocks;
+
+static void fake_block_add(char * p, size_t n) {   /* under fake.lock */
+    if (fake_blocks.len == fake_blocks.cap) {
+        int cap = fake_blocks.cap ? 2 * fake_blocks.cap : 256;
+        fake_blocks.at = realloc(fake_blocks.at, (size_t)cap * sizeof *fake_blocks.at);
+        fake_blocks.n  = realloc(fake_blocks.n, (size_t)cap * sizeof *fake_blocks.n);
+        fake_blocks.cap = cap;
+    }
+    fake_blocks.at[fake_blocks.len] = p, fake_blocks.n[fake_blocks.len] = n, fake_blocks.len++;
+}
+
+static void fake_block_drop(char * p) {   /* under fake.lock */
+    for (int i = 0; i < fake_blocks.len; i++)
+        if (fake_blocks.at[i] == p) {
+            fake_blocks.len--;
+            fake_blocks.at[i] = fake_blocks.at[fake_blocks.len], fake_blocks.n[i] = fake_blocks.n[fake_blocks.len];
+            return;
+        }
+}
+
+/* Whether p is inside a live device allocation. */
+static bool fake_on_device(const void * p) {
+    const char * c  = p;
+    bool         in = false;
+    pthread_mutex_lock(&fake.lock);
+    for (int i = 0; i < fake_blocks.len && !in; i++)
+        in = c >= fake_blocks.at[i] && c < fake_blocks.at[i] + (fake_blocks.n[i] ? fake_blocks.n[i] : 1);
+    pthread_mutex_unlock(&fake.lock);
+    return in;
+}
+
 /* Each allocation is preceded by its size, to give `used` back on free. */
 static int fake_mem_alloc(int32_t dev, size_t n, void ** out) {
     pthread_mutex_lock(&fake.lock);
@@ -94,6 +133,7 @@ static int fake_mem_alloc(int32_t dev, size_t n, void ** out) {
         *out       = (char *)p + 64;
         fake.used += n;
         fake.n_mallocs++;
+        fake_block_add(*out, n);
     }
     pthread_mutex_unlock(&fake.lock);
     return rc;
@@ -104,6 +144,7 @@ static int fake_mem_free(int32_t dev, void * p) {
     pthread_mutex_lock(&fake.lock);
     fake.used -= h[0];
     fake.n_frees++;
+    fake_block_drop(p);
     pthread_mutex_unlock(&fake.lock);
     free(h);
     return TIDE_DEVAPI_OK;
@@ -206,9 +247,18 @@ static int fake_host_callback(int32_t dev, void * s, void (*fn)(void *), void * 
     return TIDE_DEVAPI_OK;
 }
 
-/* Copies at once, but counts as work the stream has still to finish. */
+/* Copies at once, but counts as work the stream has still to finish. A
+ * direction that misnames where dst or src is fails, as on a GPU. */
 static int fake_copy_async(int32_t dev, void * dst, const void * src, size_t n, int32_t kind, void * s) {
-    if (((fake_stream *)s)->capturing) return fake_record(s, (fake_node){.copy = 1, .dst = dst, .src = src, .n = n});
+    bool dst_dev = kind != TIDE_COPY_D2H, src_dev = kind != TIDE_COPY_H2D;
+    if (n && (fake_on_device(dst) != dst_dev || fake_on_device(src) != src_dev)) {
+        snprintf(fake.error, sizeof fake.error, "fake: a %s copy of %zu bytes from %s memory to %s memory",
+                 kind == TIDE_COPY_H2D ? "host-to-device" : kind == TIDE_COPY_D2H ? "device-to-host" : "device-to-device",
+                 n, fake_on_device(src) ? "device" : "host", fake_on_device(dst) ? "device" : "host");
+        return TIDE_DEVAPI_ERROR;
+    }
+    if (((fake_stream *)s)->capturing)
+        return fake_record(s, (fake_node){.copy = 1, .kind = kind, .dst = dst, .src = src, .n = n});
     memcpy(dst, src, n);
     pthread_mutex_lock(&fake.lock);
     ((fake_stream *)s)->queued++;
@@ -279,7 +329,10 @@ static int fake_run_call(const tide_devcall * d, tide_devreport * rep) {
         got.code = TIDE_DEVREPORT_INDEX;
         got.dim--;
         if (rep) memcpy(rep, &got, sizeof got);
-        else fake_copy_async(d->dev, r, &got, sizeof got, TIDE_COPY_D2H, d->stream);
+        else {   /* what the device's work writes into the report, in stream order */
+            memcpy(r, &got, sizeof got);
+            fake_launch(d->stream);
+        }
         st = TIDE_OK;
     }
     if (st != TIDE_OK) snprintf(fake.error, sizeof fake.error, "%s", tide_last_error());
@@ -351,7 +404,7 @@ static int fake_graph_launch(int32_t dev, void * graph, void * s) {
     for (int i = 0; i < g->n; i++) {
         fake_node * nd = &g->nodes[i];
         if (nd->copy) {
-            fake_copy_async(dev, nd->dst, nd->src, nd->n, TIDE_COPY_D2D, s);
+            fake_copy_async(dev, nd->dst, nd->src, nd->n, nd->kind, s);
             continue;
         }
         if (nd->rtc_fn) {
