@@ -60,6 +60,17 @@ describe("jit fusion on a CUDA device", function()
     end
   end)
 
+  on_gpu("takes a Lua number argument from the device's memory, keeping the plan and the device graph", function()
+    local x = tide.randn({ 4, 5 }, { device = DEV })
+    local f = tide.jit.compile(function(a, s) return (a * s + 1):relu() end, { warmup = 0 })
+    for s = 1, 5 do
+      local got = f(x, s - 2.5)
+      C.same(((x * (s - 2.5) + 1):relu()):cpu(), got, "s = " .. (s - 2.5), 0)
+    end
+    assert.matches("%-%- replayed as one task", f:graph())
+    assert.matches("on the device: one device graph launch", f:graph(), 1, true)
+  end)
+
   on_gpu("updates a tensor in place in one kernel, and step by step where an input overlaps it", function()
     local state = tide.randn({ 6, 6 }, { device = DEV })
     local f = tide.jit.compile(function(v) state:mul_(2):sub_(v) end, { warmup = 0 })

@@ -170,11 +170,33 @@ end
 
 local leak_buf = ffi.new("char[?]", 4096)
 
+-- Where the Lua numbers among args go as 0-d tensors: the CUDA device that
+-- holds every tensor argument, so that a plan there (and its device graph)
+-- reads them from that device's memory; else the host.
+local function numbers_device(args, n)
+  local dev
+  for i = 1, n do
+    local x = args[i]
+    if is_tensor(x) then
+      if x.dev.type ~= C.TIDE_DEVICE_CUDA or (dev and dev.index ~= x.dev.index) then return nil end
+      dev = x.dev
+    end
+  end
+  return dev
+end
+
+-- Lua number x as a 0-d tensor argument, weak in type promotion, on dev (or the host).
+local function number_arg(x, dev)
+  local dtype = x == math.floor(x) and I64 or F64
+  return wrap(dev and C.tide_tensor_scalar_on(x, dtype, dev) or C.tide_tensor_scalar(x, dtype))
+end
+
 local function capture(self, args, n, statics)
   local g = C.tide_graph_capture_begin()
   if g == nil then raise() end
   g = ffi.gc(g, C.tide_graph_release)
   local call_args = {}
+  local ndev = numbers_device(args, n)
   local ok, err = pcall(function()
     for i = 1, n do
       local x = args[i]
@@ -182,7 +204,7 @@ local function capture(self, args, n, statics)
         B.check(C.tide_graph_add_arg(g, x))
         call_args[i] = x
       elseif type(x) == "number" and not statics[i] then
-        local t = wrap(C.tide_tensor_scalar(x, x == math.floor(x) and I64 or F64))
+        local t = number_arg(x, ndev)
         B.check(C.tide_graph_add_arg(g, t))
         call_args[i] = t
       else
@@ -487,13 +509,14 @@ local held = {}
 -- held.args keeps alive until the next call); returns their count.
 local function bind_args(args, n, statics)
   local na, keep = 0, {}
+  local ndev = numbers_device(args, n)
   held.args = keep
   for i = 1, n do
     local x = args[i]
     if is_tensor(x) then
       arg_buf[na] = x; na = na + 1
     elseif type(x) == "number" and not statics[i] then
-      local t = wrap(C.tide_tensor_scalar(x, x == math.floor(x) and I64 or F64))
+      local t = number_arg(x, ndev)
       keep[#keep + 1] = t
       arg_buf[na] = t; na = na + 1
     end

@@ -173,6 +173,9 @@ tide_tensor * tide_tensor_full(int32_t ndim, const int64_t * sizes, double value
 tide_tensor * tide_tensor_zeros(int32_t ndim, const int64_t * sizes, int32_t dtype);
 /* A 0-d tensor holding a host number, flagged TIDE_TENSOR_WRAPPED_NUMBER. */
 tide_tensor * tide_tensor_scalar(double value, int32_t dtype);
+/* The same in dev's memory (copied there; on the CPU, tide_tensor_scalar):
+ * weak in type promotion as a host number, read by the device's kernels. */
+tide_tensor * tide_tensor_scalar_on(double value, int32_t dtype, tide_device dev);
 /* A tensor over memory the caller owns, without copying. free_fn(data, ctx)
  * is called (possibly from an engine thread) when the last view is gone and
  * no pending op uses it; free_fn may be NULL. strides may be NULL (contiguous). */

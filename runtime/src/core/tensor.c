@@ -146,6 +146,23 @@ tide_tensor * tide_tensor_scalar(double value, int32_t dtype) {
     return t;
 }
 
+tide_tensor * tide_tensor_scalar_on(double value, int32_t dtype, tide_device dev) {
+    if (dev.type == TIDE_DEVICE_CPU) return tide_tensor_scalar(value, dtype);
+    /* made and copied outside any capture: the graph sees the device's number, not the copy */
+    struct tide_graph * cap = tide_capture;
+    tide_capture            = NULL;
+    tide_tensor * h = tide_tensor_scalar(value, dtype), * t = h ? tide_tensor_to(h, -1, dev, 1) : NULL;
+    tide_capture            = cap;
+    tide_tensor_release(h);
+    if (!t) return NULL;
+    t->flags |= TIDE_TENSOR_WRAPPED_NUMBER;
+    if (TIDE_UNLIKELY(tide_capture != NULL)) {   /* made during the capture, as it would be with it on */
+        t->capture_id = (int32_t)tide_capture->serial;
+        tide_graph_on_const(t);
+    }
+    return t;
+}
+
 tide_tensor * tide_tensor_from_blob(void * data, int32_t ndim, const int64_t * sizes, const int64_t * strides,
                                     int32_t dtype, void (*free_fn)(void *, void *), void * ctx) {
     int64_t n;
