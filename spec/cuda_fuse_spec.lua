@@ -60,6 +60,30 @@ describe("jit fusion on a CUDA device", function()
     end
   end)
 
+  on_gpu("walks inputs of any broadcast and layout over a 3-d result: columns, rows, one element, permuted views",
+    function()
+    local function fn(x, col, row, one, p)
+      local v = x * col + row       -- [2,3,4] with [2,3,1] and [4]
+      v = v - one                   -- a one-element device tensor
+      v = v:maximum(p:permute(2, 3, 1))   -- a permuted [4,2,3] view, strided in every dim
+      return (v * 0.5):tanh() + col:expand(2, 3, 4)
+    end
+    for _, dtype in ipairs { "float32", "float64", "bfloat16" } do
+      local function inputs(seed)
+        tide.manual_seed(seed)
+        local o = { dtype = dtype, device = DEV }
+        return tide.randn({ 2, 3, 4 }, o), tide.randn({ 2, 3, 1 }, o), tide.randn({ 4 }, o), tide.randn({ 1 }, o),
+          tide.randn({ 4, 2, 3 }, o)
+      end
+      local f = tide.jit.compile(fn, { warmup = 0 })
+      for r = 1, 4 do
+        local args = { inputs(r) }
+        C.same(fn(unpack(args)):cpu(), f(unpack(args)), dtype .. " replay " .. r, 0)
+      end
+      assert.are.equal(1, #fused(f), f:graph())
+    end
+  end)
+
   on_gpu("takes a Lua number argument from the device's memory, keeping the plan and the device graph", function()
     local x = tide.randn({ 4, 5 }, { device = DEV })
     local f = tide.jit.compile(function(a, s) return (a * s + 1):relu() end, { warmup = 0 })
