@@ -446,11 +446,16 @@ static int fake_copy_peer(int32_t dst_dev, void * dst, int32_t src_dev, const vo
 
 static const char * fake_error_text(void) { return fake.error; }
 
+/* The ops whose CPU loops the run-time compiled kernels call (fake_cpu_loops). */
+#define FAKE_N_OPS 11
+#define FAKE_STR_(x) #x
+#define FAKE_STR(x) FAKE_STR_(x)
+
 /* What makes a kernel's CUDA source host C++: the CUDA names it uses, and
  * TIDE_KERNEL (which the source defines only when it is not set) made a host
  * function taking a pointer to the parameter, which one "thread" runs whole. */
 static const char fake_rtc_prelude[] =
-    "#include <math.h>\n#include <string.h>\n#define FAKE_N_OPS 11\n"
+    "#include <math.h>\n#include <string.h>\n#define FAKE_N_OPS " FAKE_STR(FAKE_N_OPS) "\n"
     "#define __device__\n#define __host__\n#define __global__\n"
     "struct fake_dim { unsigned x; };\n"
     "static const fake_dim blockIdx = {0}, threadIdx = {0}, blockDim = {1}, gridDim = {1};\n"
@@ -504,14 +509,14 @@ extern const tide_ew_loop tide_loops_exp[TIDE_DTYPE_COUNT], tide_loops_log[TIDE_
     tide_loops_sigmoid[TIDE_DTYPE_COUNT], tide_loops_silu[TIDE_DTYPE_COUNT], tide_loops_sin[TIDE_DTYPE_COUNT],
     tide_loops_cos[TIDE_DTYPE_COUNT], tide_loops_gelu[TIDE_DTYPE_COUNT];
 static tide_opcall fake_gelu_calls[2] = {{.p = {.flags = 0}}, {.p = {.flags = 1}}};
-static const void * const fake_cpu_calls[11] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+static const void * const fake_cpu_calls[FAKE_N_OPS] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
                                                 &fake_gelu_calls[0], &fake_gelu_calls[1]};
 static const tide_ew_loop (*fake_cpu_loops(void))[2] {
-    static tide_ew_loop l[11][2];
-    const tide_ew_loop * const ops[11] = {tide_loops_exp,     tide_loops_log,  tide_loops_log1p, tide_loops_expm1,
+    static tide_ew_loop l[FAKE_N_OPS][2];
+    const tide_ew_loop * const ops[FAKE_N_OPS] = {tide_loops_exp,     tide_loops_log,  tide_loops_log1p, tide_loops_expm1,
                                           tide_loops_tanh,    tide_loops_sigmoid, tide_loops_silu, tide_loops_sin,
                                           tide_loops_cos,     tide_loops_gelu, tide_loops_gelu};
-    for (int k = 0; k < 11; k++) l[k][0] = ops[k][TIDE_DTYPE_F32], l[k][1] = ops[k][TIDE_DTYPE_F64];
+    for (int k = 0; k < FAKE_N_OPS; k++) l[k][0] = ops[k][TIDE_DTYPE_F32], l[k][1] = ops[k][TIDE_DTYPE_F64];
     return (const tide_ew_loop (*)[2])l;
 }
 
