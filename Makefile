@@ -57,6 +57,11 @@ test-asan: deps build-asan/CMakeCache.txt
 	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
 	  ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  build-asan/tide /usr/bin/busted -o utfTerminal spec
+	@# and on the fake device's cuda:0: libtide's device paths under the sanitizers
+	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
+	  ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  TIDE_CUDA_LIBRARY=$(abspath build-asan)/libtide_fakecuda.so TIDE_DEFAULT_DEVICE=cuda:0 \
+	  build-asan/tide /usr/bin/busted -o utfTerminal spec
 
 build-tsan/CMakeCache.txt:
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DTIDE_SANITIZE=thread -DTIDE_CUDA=OFF >/dev/null
