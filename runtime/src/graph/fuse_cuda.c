@@ -58,8 +58,6 @@ static int form_of(int32_t op) {
 
 bool tide_fuse_cuda_op(int32_t op) { return form_of(op) >= 0; }
 
-bool tide_fuse_cuda_dtype(int32_t dtype) { return dtype >= 0 && dtype < TIDE_DTYPE_COUNT; }
-
 /* float16 and bfloat16: stored as bits, converted by ewmath.cuh's functions. */
 static const char * half_name(int32_t dtype) {
     return dtype == TIDE_DTYPE_F16 ? "f16" : dtype == TIDE_DTYPE_BF16 ? "bf16" : NULL;
@@ -126,10 +124,6 @@ int tide_fuse_cuda_source(const tide_fused * f, const int32_t * ext_dtype, uint3
     if ((ct != TIDE_DTYPE_F32 && ct != TIDE_DTYPE_F64) || (f->dtype != ct && !(half && ct == TIDE_DTYPE_F32)))
         return snprintf(why, n_why, "a chain of %s computing in %s has no CUDA kernel", tide_dtype_name(f->dtype),
                         tide_dtype_name(ct)), -1;
-    for (int32_t e = 0; e < f->n_ext; e++)
-        if (!(ext_host >> e & 1) && !tide_fuse_cuda_dtype(ext_dtype[e]))
-            return snprintf(why, n_why, "input %d is %s, which a fused CUDA kernel does not read", e + 1,
-                            tide_dtype_name(ext_dtype[e])), -1;
     put(&o, "%s\n", tide_ewmath_text);
     put_args_decl(&o);
     put(&o, "#ifndef TIDE_KERNEL\n#define TIDE_KERNEL(name) extern \"C\" __global__ void name(fused_args a)\n#endif\n");

@@ -14,10 +14,8 @@
 
 /* Whether op can be a step of a fused CUDA kernel. */
 TIDE_INTERNAL bool        tide_fuse_cuda_op(int32_t op);
-/* Whether a fused CUDA kernel reads an input of this dtype (every dtype). */
-TIDE_INTERNAL bool        tide_fuse_cuda_dtype(int32_t dtype);
 /* Writes into buf the CUDA source of f's kernel, for inputs of dtypes
- * ext_dtype[e], or host numbers where bit e of ext_host is set. Returns 0, or
+ * ext_dtype[e] (any), or host numbers where bit e of ext_host is set. Returns 0, or
  * -1 with `why` saying what it cannot write. */
 TIDE_INTERNAL int         tide_fuse_cuda_source(const tide_fused * f, const int32_t * ext_dtype, uint32_t ext_host,
                                                 char * buf, size_t n, char * why, size_t n_why);

@@ -70,14 +70,12 @@ static bool fusable(const tide_graph * g, const tide_gnode * n) {
 }
 
 /* Whether value v can be an input of a fused kernel on value `like`'s device:
- * any on the CPU; on a CUDA device, one there in a dtype the kernel reads, or
- * a host number. */
+ * any on the CPU; on a CUDA device, one there (of any dtype), or a host number. */
 static bool readable(const tide_gvalue * v, const tide_gvalue * like) {
     if (!on_cuda(like)) return true;
     if (v->dev.type == TIDE_DEVICE_CPU) return v->ndim == 0;
-    return v->dev.type == like->dev.type && v->dev.index == like->dev.index && tide_fuse_cuda_dtype(v->dtype);
+    return v->dev.type == like->dev.type && v->dev.index == like->dev.index;
 }
-
 
 /* How often each value is accessed: read by a node, updated in place, returned (1000). */
 static int32_t * count_uses(const tide_graph * g) {
