@@ -155,9 +155,25 @@ describe("engine diagnostics", function()
     assert.matches("engine_spec.lua:" .. wait_line .. ":", err, 1, true)
     -- poisoned for good, and what reads it fails too; unrelated work goes on
     assert.has_error(function() return z:sum() end)
-    assert.has_error(function() tide.sync() end)
-    tide.sync()
+    tide.sync()                              -- raised above already: not again
     assert.are.equal(1501, (y + 1)[{ 1, 1 }]:item())
+  end)
+
+  it("raises each failure once: at the read that meets it, or else at the next tide.sync()", function()
+    local a = tide.ones(1500, 1500)
+    tide.sync()
+    local y = a:matmul(a)                    -- what the failing ops wait for
+    local z1 = y:index_select(1, tide.tensor({ 1700 }, "int64"))
+    local z2 = y:index_select(1, tide.tensor({ 1800 }, "int64"))
+    assert.has_error(function() return z1:totable() end)
+    local ok, err = pcall(function() return (z1 + 1):totable() end)   -- z1 stays poisoned
+    assert.is_false(ok)
+    assert.matches("index 1700 is out of range", err, 1, true)
+    ok, err = pcall(tide.sync)               -- z2's, which nothing read
+    assert.is_false(ok)
+    assert.matches("index 1800 is out of range", err, 1, true)
+    assert.is_nil(err:find("1700", 1, true))
+    tide.sync()
   end)
 
   it("runs everything at once with tide.debug.sync, so errors point at the enqueuing line", function()

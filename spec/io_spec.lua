@@ -230,7 +230,7 @@ describe("tide.save / tide.load", function()
     assert.matches("save: '" .. p .. "': tensor 'b': index_select: index 1000000 is out of range", err, 1, true)
     assert.are.equal(before, F.read(p))
     assert.are.same(names, F.ls(dir))           -- no temporary file left behind
-    pcall(tide.sync)
+    tide.sync()                                 -- the save raised the failure: not again
     same_value(tide.load(p), { good = good })
     -- a file that replaces another keeps its permissions
     os.execute("chmod 640 '" .. p .. "'")

@@ -429,8 +429,11 @@ tide_tensor * tide_graph_check_copy(tide_graph * c, tide_tensor * t);
 
 /* -- engine, threads, generator ---------------------------------------- */
 
-/* Waits for every pending op; returns the first error of an op that ran
- * asynchronously and that no earlier tide_sync() returned. */
+/* Waits for every pending op; returns the first failure of an op that ran
+ * asynchronously that was not reported yet. A failure is reported once: by the
+ * first wait (tide_tensor_wait and the reads that wait) or op call that meets
+ * its result or anything computed from it, else by the next tide_sync(), which
+ * also drops the other unreported failures (of the first eight it keeps). */
 tide_status tide_sync(void);
 /* 1: every op runs at once, in order, on the calling thread, and its error is
  * returned by the call that enqueued it (for debugging, like

@@ -71,28 +71,68 @@ static void test_threads(void) {
 }
 
 static void test_poison(void) {
-    /* eye's kernel fails on a 1-d destination: a failure found when the op runs */
+    /* eye's kernel fails on a 1-d destination: a failure found when the op runs
+     * (at once here: an op with no inputs to wait for may run inline) */
     tide_op_params p = {.dtype = TIDE_DTYPE_F32, .n_ints = 1};
     p.ints[0] = N;
     tide_tensor * out[1] = {NULL};
     tide_status st = tide_op_call(tide_op_find("eye"), NULL, 0, &p, out, NULL);
-    if (st == TIDE_OK) {   /* queued: the failure shows at the wait and at the next sync */
+    if (st == TIDE_OK) {   /* queued: the failure shows at the wait */
         CHECK(tide_tensor_wait(out[0]) != TIDE_OK);
-        CHECK(strstr(tide_last_error(), "eye") != NULL);
-        CHECK(tide_sync() != TIDE_OK);
-        CHECK(tide_sync() == TIDE_OK);   /* reported once */
-        tide_tensor * later = binary("add", out[0], out[0], NULL);   /* a reader of a poisoned tensor */
-        CHECK(later == NULL);
-        CHECK(strstr(tide_last_error(), "an input comes from a failed op") != NULL);
         tide_tensor_release(out[0]);
-    } else {
-        CHECK(strstr(tide_last_error(), "eye") != NULL);
     }
+    CHECK(strstr(tide_last_error(), "eye") != NULL);
+    CHECK(tide_sync() == TIDE_OK);   /* reported where it was raised */
     /* unrelated work goes on */
     tide_device cpu = {TIDE_DEVICE_CPU, -1};
     tide_tensor * ok = filled(3, cpu);
     CHECK(at(ok, 0) == 3.0);
     tide_tensor_release(ok);
+}
+
+/* A queued task that fails with the message in its ctx. */
+static tide_status fails(void * ctx) { return tide_error_set(TIDE_E_INDEX, "%s", (const char *)ctx); }
+
+static tide_tensor * push_failing(const char * msg, tide_tensor * after) {
+    int64_t          n    = 4;
+    tide_device      cpu0 = {TIDE_DEVICE_CPU, 0};
+    tide_tensor *    t    = tide_tensor_empty(1, &n, TIDE_DTYPE_F32, cpu0);
+    tide_engine_task task = {.fn = fails, .ctx = (void *)msg, .ctx_size = strlen(msg) + 1, .name = "fails", .cost = 1 << 30};
+    CHECK(t && tide_engine_push(&task, &after->storage, 1, &t->storage, 1, cpu0) == TIDE_OK);
+    return t;
+}
+
+/* Each failure of a queued op is raised once: by the first wait or op call that
+ * meets it (in the tensor it wrote, or in one computed from it), else by the
+ * next tide_sync(), which then raises the oldest one left. */
+static void test_failure_reports(void) {
+    int64_t       n  = 4;
+    tide_device   cpu0 = {TIDE_DEVICE_CPU, 0};
+    tide_tensor * g  = tide_tensor_empty(1, &n, TIDE_DTYPE_F32, cpu0);
+    push_gated(g);
+    tide_tensor * a  = push_failing("A failed", g);
+    tide_tensor * b  = binary("add", a, a, NULL);   /* queued after a: fails for its input */
+    tide_tensor * c  = push_failing("C failed", g);
+    tide_tensor * d  = push_failing("D failed", g);
+    open_gate();
+    CHECK(b && tide_tensor_wait(b) == TIDE_E_INDEX);   /* A, through b */
+    CHECK(strstr(tide_last_error(), "an input comes from a failed op: A failed") != NULL);
+    CHECK(tide_tensor_wait(a) == TIDE_E_INDEX);         /* a is poisoned for good... */
+    CHECK(tide_sync() == TIDE_E_INDEX);                 /* ...but sync raises C, the oldest not raised yet */
+    CHECK(strstr(tide_last_error(), "C failed") != NULL && !strstr(tide_last_error(), "A failed"));
+    CHECK(tide_sync() == TIDE_OK);                      /* and drops D with it, as it always did */
+    /* an op call that meets the poison raises it at once, and reports it */
+    push_gated(g);
+    tide_tensor * e = push_failing("E failed", g);
+    open_gate();
+    CHECK(tide_sync() == TIDE_E_INDEX && strstr(tide_last_error(), "E failed"));
+    tide_tensor * f = push_failing("F failed", g);
+    CHECK(tide_tensor_wait(f) == TIDE_E_INDEX);
+    CHECK(binary("add", e, f, NULL) == NULL);           /* E's poison, met at the call */
+    CHECK(strstr(tide_last_error(), "an input comes from a failed op: E failed") != NULL);
+    CHECK(tide_sync() == TIDE_OK);
+    tide_tensor * all[] = {g, a, b, c, d, e, f};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tide_tensor_release(all[i]);
 }
 
 static tide_status nothing(void * ctx) {
@@ -150,6 +190,7 @@ int main(void) {
     test_ordering();
     test_threads();
     test_poison();
+    test_failure_reports();
     test_ordering();
     tide_set_sync(1);
     test_ordering();

@@ -67,6 +67,7 @@ struct tide_storage {
     int32_t      launch_q;            /* 1 + the engine queue they were all launched on; 0: none; -1: several */
     atomic_int   poisoned;            /* 0 or the tide_status of a failed op that wrote here */
     char *       poison_msg;          /* owned; set before `poisoned` is published */
+    int64_t      poison_root;         /* the id of the failure the poison comes from (engine.c), likewise */
     atomic_int   version;             /* bumped by every op that writes into an existing tensor */
     bool         deferred;            /* data is allocated when the first op writing it runs */
     struct tide_devblock * block;     /* a device storage's memory (engine/devalloc.c); data is its address */

@@ -98,8 +98,19 @@ static pthread_t       owner;                   /* the first thread that pushed 
  * the lock when its storages have no pending ops); 2: several threads have
  * (inline tasks must be registered too). Moves forward under lock. */
 static atomic_int      owners;
-static tide_status     first_error;             /* the first async failure not yet reported */
-static char            first_error_msg[1024];
+/* Async failures not yet reported, oldest first: each is a root (a task that
+ * failed of itself, not for a failed input), with the id its poison carries to
+ * what is computed from it. A wait or a call that raises a failure reports its
+ * root (unreported() drops it); tide_sync() reports the oldest left and drops
+ * the rest. Roots past the first MAX_FAILS go unrecorded. */
+enum { MAX_FAILS = 8 };
+static struct {
+    tide_status st;
+    int64_t     root;
+    char        msg[1024];
+}                      fails[MAX_FAILS];
+static int32_t         n_fails;
+static atomic_llong    next_root = 1;
 static int32_t         next_id = 1;
 static _Thread_local int32_t last_deferred;
 static op *            live;                    /* queued ops, newest first */
@@ -281,10 +292,45 @@ int32_t tide_get_sync(void) { return is_sync(); }
 
 /* -- poison ------------------------------------------------------------------------ */
 
-static void poison(tide_storage * s, tide_status st, const char * msg) {
+/* root: the failure's root id (new_root(), or the failed input's). */
+static void poison(tide_storage * s, tide_status st, const char * msg, int64_t root) {
     if (atomic_load(&s->poisoned)) return;   /* the first failure stays */
-    s->poison_msg = strdup(msg);
+    s->poison_msg  = strdup(msg);
+    s->poison_root = root;
     atomic_store(&s->poisoned, (int)st);
+}
+
+static int64_t new_root(void) { return atomic_fetch_add(&next_root, 1); }
+
+/* A task's own failure: a new root, recorded for tide_sync() when the task was
+ * queued (id > 0; one run at once returns its failure to its caller), before
+ * the poison that carries it is published, so that whoever sees the poison can
+ * mark it reported. Poisons the task's writes. */
+static void fail_root(int32_t id, tide_status st, const char * msg, tide_storage * const * writes, int32_t n_writes) {
+    int64_t root = new_root();
+    if (id > 0) {
+        pthread_mutex_lock(&lock);
+        if (n_fails < MAX_FAILS) {
+            fails[n_fails].st   = st;
+            fails[n_fails].root = root;
+            snprintf(fails[n_fails].msg, sizeof fails[n_fails].msg, "%s", msg);
+            n_fails++;
+        }
+        pthread_mutex_unlock(&lock);
+    }
+    for (int32_t i = 0; i < n_writes; i++) poison(writes[i], st, msg, root);
+}
+
+/* Marks the failure with root id `root` as reported: a later tide_sync() does not raise it again. */
+static void unreported(int64_t root) {
+    pthread_mutex_lock(&lock);
+    for (int32_t i = 0; i < n_fails; i++)
+        if (fails[i].root == root) {
+            memmove(&fails[i], &fails[i + 1], (size_t)(n_fails - i - 1) * sizeof fails[0]);
+            n_fails--;
+            break;
+        }
+    pthread_mutex_unlock(&lock);
 }
 
 static tide_status poison_error(tide_storage * s) {
@@ -297,10 +343,12 @@ static tide_status execute(const tide_engine_task * t, int32_t id, int32_t queue
                            int32_t n_reads, tide_storage * const * writes, int32_t n_writes) {
     tide_status st = TIDE_OK;
     char msg[1024];
+    int64_t root = 0;   /* a failed input's root, or 0 for a failure of the task's own */
     double t0 = atomic_load_explicit(&tracing, memory_order_relaxed) ? now_us() : 0;
     for (int32_t i = 0; i < n_reads && st == TIDE_OK; i++) {
         if (atomic_load(&reads[i]->poisoned)) {
-            st = (tide_status)atomic_load(&reads[i]->poisoned);
+            st   = (tide_status)atomic_load(&reads[i]->poisoned);
+            root = reads[i]->poison_root;
             snprintf(msg, sizeof msg, "%s: an input comes from a failed op: %s", t->name,
                      reads[i]->poison_msg ? reads[i]->poison_msg : "?");
         }
@@ -326,7 +374,8 @@ static tide_status execute(const tide_engine_task * t, int32_t id, int32_t queue
     }
     if (t0 > 0) trace_add(t, queue, t0, now_us());
     if (st != TIDE_OK) {
-        for (int32_t i = 0; i < n_writes; i++) poison(writes[i], st, msg);
+        if (root) for (int32_t i = 0; i < n_writes; i++) poison(writes[i], st, msg, root);
+        else fail_root(id, st, msg, writes, n_writes);
         tide_error_set(st, "%s", msg);
     }
     return st;
@@ -458,7 +507,7 @@ static bool release_unless_last(tide_storage * s) {
     return false;
 }
 
-static void finish(op * o, tide_status st) {
+static void finish(op * o) {
     /* The task lets go of its tensors before it stops counting as pending, so
      * that after tide_sync() no tensor is held by finished work (a graph
      * capture's check of what is still held relies on it). Its storages stay
@@ -475,10 +524,6 @@ static void finish(op * o, tide_status st) {
             if (--o->deps[i].s->n_launched == 0) o->deps[i].s->launch_q = 0;
     for (int32_t i = 0; i < o->n_deps; i++) remove_dep(&o->deps[i]);
     for (int32_t i = 0; i < o->n_deps; i++) grant(o->deps[i].s);
-    if (st != TIDE_OK && first_error == TIDE_OK) {
-        first_error = st;
-        snprintf(first_error_msg, sizeof first_error_msg, "%s", tide_last_error());
-    }
     /* Wake waiters only when what they wait for may be done: a broadcast per op
      * woke a waiting host thread on every finish, and its wake-ups cost a
      * stream of queued 256x256 products 4% of their time. */
@@ -517,9 +562,9 @@ static void * worker(void * arg) {
 
         int32_t nw = o->n_writes;
         atomic_fetch_add(&busy, 1);
-        tide_status st = execute(&o->task, o->id, o->queue, o->storages + nw, o->n_deps - nw, o->storages, nw);
+        execute(&o->task, o->id, o->queue, o->storages + nw, o->n_deps - nw, o->storages, nw);
         atomic_fetch_sub(&busy, 1);
-        finish(o, st);
+        finish(o);
         pthread_mutex_lock(&lock);
     }
     return NULL;
@@ -545,10 +590,12 @@ static void device_done(void * arg) {
  * launch order, so that poison is there by now. */
 static tide_status complete(const tide_engine_task * t, int32_t id, tide_storage * const * writes, int32_t n_writes,
                             tide_storage * const * reads, int32_t n_reads) {
-    tide_status st = t->complete ? t->complete(t->ctx) : TIDE_OK;
+    tide_status st   = t->complete ? t->complete(t->ctx) : TIDE_OK;
+    int64_t     root = 0;   /* as in execute() */
     for (int32_t i = 0; i < n_reads && st == TIDE_OK; i++) {
         if (atomic_load(&reads[i]->poisoned)) {
-            st = (tide_status)atomic_load(&reads[i]->poisoned);
+            st   = (tide_status)atomic_load(&reads[i]->poisoned);
+            root = reads[i]->poison_root;
             tide_error_set(st, "%s: an input comes from a failed op: %s", t->name,
                            reads[i]->poison_msg ? reads[i]->poison_msg : "?");
         }
@@ -563,7 +610,8 @@ static tide_status complete(const tide_engine_task * t, int32_t id, tide_storage
                      where[0] ? ", enqueued at " : "", where);
         else
             snprintf(msg, sizeof msg, "%s", tide_last_error());
-        for (int32_t i = 0; i < n_writes; i++) poison(writes[i], st, msg);
+        if (root) for (int32_t i = 0; i < n_writes; i++) poison(writes[i], st, msg, root);
+        else fail_root(id, st, msg, writes, n_writes);
         tide_error_set(st, "%s", msg);
     }
     return st;
@@ -637,12 +685,13 @@ static void * device_worker(void * arg) {
             pthread_mutex_unlock(&lock);
             for (op * c = o->covered, * next; c; c = next) {   /* in launch order, before o */
                 next = c->inflight_next;
-                finish(c, complete(&c->task, c->id, c->storages, c->n_writes, c->storages + c->n_writes,
-                                   c->n_deps - c->n_writes));
+                complete(&c->task, c->id, c->storages, c->n_writes, c->storages + c->n_writes,
+                         c->n_deps - c->n_writes);
+                finish(c);
             }
             q->n_callbacks[o->task.stream]--;
-            finish(o, complete(&o->task, o->id, o->storages, o->n_writes, o->storages + o->n_writes,
-                               o->n_deps - o->n_writes));
+            complete(&o->task, o->id, o->storages, o->n_writes, o->storages + o->n_writes, o->n_deps - o->n_writes);
+            finish(o);
             pthread_mutex_lock(&lock);
             bool more = q->head != NULL;
             pthread_mutex_unlock(&lock);
@@ -659,10 +708,12 @@ static void * device_worker(void * arg) {
 
         int32_t     nw = o->n_writes;
         tide_status st = cross ? tide_cuda_wait_stream(q->cuda, k, 1 - k, o->task.name) : TIDE_OK;
-        if (st == TIDE_OK)
+        if (st != TIDE_OK)   /* the op did not run: what it writes is poisoned, as by a failure of its own */
+            fail_root(o->id, st, tide_last_error(), o->storages, nw);
+        else
             st = execute(&o->task, o->id, o->queue, o->storages + nw, o->n_deps - nw, o->storages, nw);
         if (st != TIDE_OK) {
-            finish(o, st);
+            finish(o);
         } else {
             o->covered       = NULL;
             o->inflight_next = NULL;
@@ -704,7 +755,7 @@ static tide_status execute_here(const tide_engine_task * t, int32_t qi, tide_sto
     void *  stream = tide_cuda_stream_of(dev, t->stream);
     if (stream && tide_cuda_api()->stream_sync(dev, stream) != TIDE_DEVAPI_OK) {
         st = tide_error_set(TIDE_E_DEVICE, "%s: cuda:%d failed: %s", t->name, dev, tide_cuda_api()->error_text());
-        for (int32_t i = 0; i < n_writes; i++) poison(writes[i], st, tide_last_error());
+        fail_root(0, st, tide_last_error(), writes, n_writes);
         return st;
     }
     return complete(t, 0, writes, n_writes, reads, n_reads);
@@ -767,7 +818,8 @@ static tide_status push(const tide_engine_task * task, tide_storage ** r, int32_
             char msg[1024];
             snprintf(msg, sizeof msg, "%s: an input comes from a failed op: %s", task->name,
                      r[i]->poison_msg ? r[i]->poison_msg : "?");
-            for (int32_t j = 0; j < nw; j++) poison(w[j], st, msg);
+            for (int32_t j = 0; j < nw; j++) poison(w[j], st, msg, r[i]->poison_root);
+            unreported(r[i]->poison_root);   /* raised here, at the caller's line */
             return tide_error_set(st, "%s", msg);
         }
     }
@@ -956,7 +1008,9 @@ static tide_status wait_storage(tide_storage * s, bool interruptible) {
     }
     s->waiters--;
     pthread_mutex_unlock(&lock);
-    return atomic_load(&s->poisoned) ? poison_error(s) : TIDE_OK;
+    if (!atomic_load(&s->poisoned)) return TIDE_OK;
+    unreported(s->poison_root);
+    return poison_error(s);
 }
 
 tide_status tide_engine_wait_storage(tide_storage * s) { return wait_storage(s, true); }
@@ -976,9 +1030,9 @@ static tide_status sync_all(bool interruptible) {
         wait_done(&seen, &since);
     }
     sync_waiters--;
-    tide_status st = first_error;
-    if (st != TIDE_OK) tide_error_set(st, "%s", first_error_msg);
-    first_error = TIDE_OK;
+    tide_status st = n_fails ? fails[0].st : TIDE_OK;
+    if (st != TIDE_OK) tide_error_set(st, "%s", fails[0].msg);
+    n_fails = 0;
     pthread_mutex_unlock(&lock);
     return st;
 }
