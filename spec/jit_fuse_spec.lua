@@ -54,6 +54,31 @@ describe("jit fusion", function()
     end
   end)
 
+  it("fuses float16 and bfloat16 chains, computing in float32 and rounding each step as eager stores it", function()
+    local function fn(x, row, lr) return ((x * lr + row):relu():sqrt() - x):exp():mul(0.5):tanh():sigmoid():div(row) end
+    for _, dtype in ipairs { "float16", "bfloat16" } do
+      tide.manual_seed(3)
+      local o = { dtype = dtype }
+      local row, lr = tide.randn({ 700 }, o), tide.tensor(0.3, o)
+      for _, x in ipairs { tide.randn({ 40, 700 }, o), tide.randn({ 700, 40 }, o):t() } do
+        local f = same_as_eager(fn, x, row, lr)
+        assert.are.equal(1, nodes(f), f:graph())
+        assert.are.equal(1, fused(f, "mul add relu sqrt sub exp mul tanh sigmoid div"), f:graph())
+      end
+      -- an in-place update of a float16/bfloat16 tensor, with a Lua number
+      local p0, g = tide.randn({ 300 }, o), tide.randn({ 300 }, o)
+      local p = p0:clone()
+      local step = tide.jit.compile(function(alpha) p:mul_(0.9):add_(g, alpha):clamp_(-1, 1) end, { warmup = 0 })
+      local want = p0:clone()
+      for _ = 1, 3 do
+        step(-0.01)
+        want:mul_(0.9):add_(g, -0.01):clamp_(-1, 1)
+        H.equal(p, want)
+      end
+      assert.are.equal(1, fused(step, "mul add_scaled clamp"), step:graph())
+    end
+  end)
+
   it("fuses 0-d chains and chains over empty tensors", function()
     local function fn(x) return (x * 3 - 1):exp():div(2) end
     for _, x in ipairs { tide.tensor(0.5), tide.zeros(0, 3), tide.randn(1) } do

@@ -1,6 +1,7 @@
 /*
  * pass_fuse.c - elementwise fusion on a captured graph: a run of elementwise
- * ops of one float dtype over one shape, consecutive but for view nodes between
+ * ops of one float dtype over one shape (float16 and bfloat16 ones computing in
+ * float32, each step's result rounded to it), consecutive but for view nodes between
  * them (autograd's aliases; they stay where they are), becomes one node whose
  * kernel applies every op's loop block by block (ops/cpu/ew.c), reading each
  * input and writing the result once. Inputs may broadcast to the run's shape.
@@ -52,19 +53,21 @@ static bool gradless(const tide_graph * g, const tide_gnode * n) { return g->had
 
 static bool on_cuda(const tide_gvalue * v) { return v->dev.type == TIDE_DEVICE_CUDA; }
 
+static bool is_half(int32_t dtype) { return dtype == TIDE_DTYPE_F16 || dtype == TIDE_DTYPE_BF16; }
+
 /* A node a fused kernel can run as one of its steps: an elementwise op computing
- * in the float dtype of what it writes, whose loop is exported (on the CPU) or
- * which has a fused form (on a CUDA device, where a float16 or bfloat16 result
- * computed in float32 is fused too). */
+ * in the float dtype of what it writes (or in float32, writing float16 or
+ * bfloat16: each step's result is rounded to it), whose loop is exported (on
+ * the CPU) or which has a fused form (on a CUDA device). */
 static bool fusable(const tide_graph * g, const tide_gnode * n) {
     if (n->kind != TIDE_GN_OP || n->n_out != (n->into >= 0 ? 0 : 1) || !gradless(g, n)) return false;
     tide_op_info info;
     if (tide_op_get_info(n->op, &info) != TIDE_OK || !(info.flags & TIDE_OPF_ELEMWISE) || (info.flags & TIDE_OPF_RANDOM))
         return false;
     const tide_gvalue * w = &g->values[written(n)];
-    if (on_cuda(w) && (w->dtype == TIDE_DTYPE_F16 || w->dtype == TIDE_DTYPE_BF16))   /* each step rounded to it */
-        return n->compute_dtype == TIDE_DTYPE_F32 && tide_fuse_cuda_op(n->op) && tide_cuda_api();
-    if (w->dtype != n->compute_dtype || (w->dtype != TIDE_DTYPE_F32 && w->dtype != TIDE_DTYPE_F64)) return false;
+    if (is_half(w->dtype) ? n->compute_dtype != TIDE_DTYPE_F32
+                          : w->dtype != n->compute_dtype || (w->dtype != TIDE_DTYPE_F32 && w->dtype != TIDE_DTYPE_F64))
+        return false;
     if (on_cuda(w)) return tide_fuse_cuda_op(n->op) && tide_cuda_api();
     return loops_of[n->op] && loops_of[n->op][n->compute_dtype] && w->dev.type == TIDE_DEVICE_CPU;
 }
@@ -106,7 +109,8 @@ static int32_t reduction_after(const tide_graph * g, int32_t last, int32_t v, co
     while (i < g->n_nodes && g->nodes[i].kind == TIDE_GN_VIEW) i++;
     if (i == g->n_nodes) return -1;
     const tide_gnode * n = &g->nodes[i];
-    if (on_cuda(like)) return -1;   /* a fused CUDA kernel ends in no reduction yet */
+    if (on_cuda(like) || is_half(like->dtype)) return -1;   /* a fused CUDA kernel, or a float16/bfloat16 chain,
+                                                               * ends in no reduction yet */
     if (n->kind != TIDE_GN_OP || (n->op != TIDE_OP_sum && n->op != TIDE_OP_mean) || n->in[0] != v || n->into >= 0 ||
         !gradless(g, n) || n->compute_dtype != like->dtype || g->values[n->out[0]].dtype != like->dtype)
         return -1;

@@ -277,7 +277,9 @@ enum { FUSED_BLOCK = 2048, PATTERN_MAX = 4 * FUSED_BLOCK, DEAL = 16 * FUSED_BLOC
 typedef struct {
     const tide_fused * f;
     ew_state           s;       /* operand 0: the result (a contiguous stand-in when reducing); 1..: inputs */
-    size_t             esz;
+    int32_t            ct;      /* the steps' compute dtype: f->dtype, or float32 for a float16/bfloat16 chain */
+    bool               round;   /* f->dtype is float16/bfloat16: each step's result is rounded to it */
+    size_t             esz;     /* of ct */
     int64_t            n;                               /* elements the steps run over */
     atomic_llong       next;                            /* the first element no thread has taken */
     int64_t            period[MAX_OPS];                 /* > 0: input k repeats its first period[k] elements */
@@ -352,6 +354,17 @@ static void bufs_free(fused_bufs * B) {
 FILL_COLUMN(float)
 FILL_COLUMN(double)
 
+/* Rounds n float32 values to the float16 or bfloat16 value the op would store,
+ * and back, in place: what the next op of the chain reads, as eager. */
+static void round_to(int32_t dtype, float * x, int64_t n) {
+    uint16_t h[512];
+    for (int64_t i = 0; i < n; i += 512) {
+        int64_t m = n - i < 512 ? n - i : 512;
+        tide_convert(h, dtype, 1, x + i, TIDE_DTYPE_F32, 1, m);
+        tide_convert(x + i, TIDE_DTYPE_F32, 1, h, dtype, 1, m);
+    }
+}
+
 /* Runs the steps over elements [pos, pos + len) of the steps' shape. The last step
  * writes dst, or its slot when dst is NULL; returns where the result is. */
 static char * eval_block(const fused_state * fs, const fused_bufs * B, int64_t pos, int64_t len, char * dst) {
@@ -390,6 +403,7 @@ static char * eval_block(const fused_state * fs, const fused_bufs * B, int64_t p
             for (int64_t b = from; b < to; b += 64) __builtin_prefetch(ahead + b);
         }
         fs->loop[i](len, pos, res, in, &fs->call[i]);
+        if (fs->round) round_to(f->dtype, (float *)res, len);
     }
     return res;
 }
@@ -452,6 +466,7 @@ static tide_status run_fused_stepwise(fused_state * fs, int64_t n) {
         }
         if (st == TIDE_OK && !(res[i] = malloc(bytes))) st = TIDE_E_OOM;
         if (st == TIDE_OK) fs->loop[i](n, 0, res[i], in, &fs->call[i]);
+        if (st == TIDE_OK && fs->round) round_to(f->dtype, (float *)res[i], n);
         if (st == TIDE_OK && f->steps[i].writes_out) move_block(s, 0, res[i], 0, n, true);
         for (int32_t k = 0; k < TIDE_OP_MAX_IN; k++) free(gathered[k]), gathered[k] = NULL;
     }
@@ -488,7 +503,7 @@ LANE_SUM(f64, double)
 /* The sum of a run of n elements of x, continuing lane (zeroed for a new run). */
 static double run_sum(const fused_state * fs, double * lane, const char * x, int64_t n, bool end) {
     int64_t full = n / LANES * LANES;
-    bool    f32  = fs->f->dtype == TIDE_DTYPE_F32;
+    bool    f32  = fs->ct == TIDE_DTYPE_F32;
     if (f32) lanes_add_f32(lane, x, full); else lanes_add_f64(lane, x, full);
     if (!end) return 0;
     x += full * (int64_t)fs->esz;
@@ -583,7 +598,7 @@ static tide_status run_fused_reduce(fused_state * fs) {
 enum { TINY_FUSED = 16 };
 static bool run_fused_tiny(const tide_fused * f, tide_tensor * const * ext, tide_tensor * out, int64_t n) {
     if (n > TINY_FUSED || f->reduce_op >= 0 || f->late || f->n_ext > TIDE_OP_MAX_IN || out->dtype_id != f->dtype ||
-        !tide_tensor_is_contiguous(out))
+        f->steps[0].c.compute_dtype != f->dtype || !tide_tensor_is_contiguous(out))
         return false;
     for (int32_t i = 0; i < f->n_steps; i++)
         if (f->steps[i].writes_out) return false;
@@ -635,15 +650,17 @@ tide_status tide_ew_run_fused(const tide_fused * f, tide_tensor * const * ext, t
     if (!fs) return tide_error_set(TIDE_E_OOM, "fused kernel: out of memory (%d steps over %lld elements)",
                                    f->n_steps, (long long)n);
     ew_state * s = &fs->s;
-    fs->f   = f;
-    fs->out = out;
-    fs->esz = tide_dtype_size(f->dtype);
+    fs->f     = f;
+    fs->out   = out;
+    fs->ct    = f->steps[0].c.compute_dtype;
+    fs->round = fs->ct != f->dtype;
+    fs->esz   = tide_dtype_size(fs->ct);
     fs->n   = n;
     s->n_ops = 1 + f->n_ext;
     for (int32_t k = 0; k < s->n_ops; k++) {
         const tide_tensor * t = k ? ext[k - 1] : out;
-        s->dtype[k] = k || !reduce ? t->dtype_id : f->dtype;
-        s->want[k]  = f->dtype;
+        s->dtype[k] = k || !reduce ? t->dtype_id : fs->ct;
+        s->want[k]  = fs->ct;
         if (k == 0 && reduce) {   /* the steps' result is never stored: a contiguous stand-in */
             int64_t st = 1;
             for (int32_t d = f->ndim - 1; d >= 0; d--) s->strides[0][d] = st, st *= f->sizes[d];
@@ -675,7 +692,7 @@ tide_status tide_ew_run_fused(const tide_fused * f, tide_tensor * const * ext, t
         fs->loop[i] = step->loop;
         if (step->k_loop && last >= 0 && ext[last]->nelem == 1 && !stepwise) {   /* as binary.c's scalar_last */
             fs->call[i].n_in--;
-            tide_convert(fs->call[i].p.scalars, f->dtype, 1, tide_tensor_ptr(ext[last]), ext[last]->dtype_id, 1, 1);
+            tide_convert(fs->call[i].p.scalars, fs->ct, 1, tide_tensor_ptr(ext[last]), ext[last]->dtype_id, 1, 1);
             fs->loop[i] = step->k_loop;
         }
     }

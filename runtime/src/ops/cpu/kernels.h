@@ -51,7 +51,8 @@ typedef struct tide_fused_step {
 } tide_fused_step;
 typedef struct tide_fused {
     int32_t         n_steps, n_ext, n_slots;
-    int32_t         dtype;               /* compute dtype of every step, and of the result */
+    int32_t         dtype;               /* the result's: every step's compute dtype, or for float16 and
+                                          * bfloat16 the dtype each step's float32 result is rounded to */
     int32_t         ndim;                /* the shape the steps run over: out's, unless reduced */
     int64_t         sizes[TIDE_MAX_DIMS];
     int32_t         reduce_op;           /* -1, or TIDE_OP_sum / TIDE_OP_mean of the last step's result */
