@@ -33,7 +33,7 @@ describe("tide.cuda", function()
     f:write('print(select(2, require("tide").cuda.is_available()) or require("tide").cuda.status())\n')
     f:close()
     local function run(lib)
-      local p = assert(io.popen("env -u TIDE_DEFAULT_DEVICE TIDE_CUDA_LIBRARY='" .. lib .. "' luajit " .. script .. " 2>&1"))
+      local p = assert(io.popen("env -u TIDE_DEFAULT_DEVICE -u TIDE_FAKE_DEVICES TIDE_CUDA_LIBRARY='" .. lib .. "' luajit " .. script .. " 2>&1"))
       local out = p:read("*a")
       p:close()
       return out
@@ -51,6 +51,35 @@ describe("tide.cuda", function()
         tostring(os.getenv("TIDE_LIBRARY")) .. ")")
     end
     os.remove(script)
+  end)
+
+  it("says what each CUDA device is: name, memory, compute capability", function()
+    assert.has_error(function() tide.cuda.get_device_properties("cpu") end,
+      "tide.cuda.get_device_properties: expected a CUDA device (N or 'cuda:N'), got 'cpu'")
+    local ok, why = tide.cuda.is_available()
+    if not ok then
+      print("\nskipped the device properties: " .. why)
+      assert.has_error(function() tide.cuda.get_device_name() end, "cuda.get_device_properties: " .. why)
+      return
+    end
+    local n = tide.cuda.device_count()
+    for i = 0, n - 1 do
+      local p = tide.cuda.get_device_properties(i)
+      assert.are.same(p, tide.cuda.get_device_properties("cuda:" .. i))
+      assert.are.equal(p.name, tide.cuda.get_device_name(i))
+      assert.are.same({ p.major, p.minor }, { tide.cuda.get_device_capability(i) })
+      assert.is_true(p.total_memory > 0 and p.multi_processor_count >= 1, i)
+      if tide.cuda.status():match("fake") then   -- the fake backend of make test-specs
+        assert.are.same({ name = "fake cuda:" .. i .. " (host memory)", major = 9, minor = 0,
+                          multi_processor_count = 1, total_memory = p.total_memory }, p)
+      else                                       -- a GPU: as the backend's status line names it
+        assert.truthy(tide.cuda.status():find((" cuda:%d %s (sm_%d%d, "):format(i, p.name, p.major, p.minor), 1, true),
+          tide.cuda.status())
+      end
+    end
+    assert.are.equal(tide.cuda.get_device_name(), tide.cuda.get_device_name(0))
+    assert.has_error(function() tide.cuda.get_device_properties(n) end,
+      ("cuda.get_device_properties: there is no device cuda:%d (the CUDA devices are cuda:0 to cuda:%d)"):format(n, n - 1))
   end)
 
   it("moves tensors to a CUDA device and back #cuda", H.on_cpu(function()

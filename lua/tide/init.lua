@@ -406,6 +406,26 @@ function tide.cuda.reset_peak_memory(device)
   B.check(C.tide_cuda_reset_peak(cuda_index("reset_peak_memory", device)))
 end
 
+--- get_device_properties(device): what a CUDA device (N or "cuda:N", default 0)
+-- is: `name`, `total_memory` (bytes), `major` and `minor` (its compute
+-- capability), `multi_processor_count`. Raises when there is no such device.
+-- @usage print(tide.cuda.get_device_properties(0).name)
+function tide.cuda.get_device_properties(device)
+  local p = ffi.new("tide_cuda_props")
+  B.check(C.tide_cuda_device_props(cuda_index("get_device_properties", device), p))
+  return { name = ffi.string(p.name), total_memory = tonumber(p.total_bytes), major = tonumber(p.major),
+           minor = tonumber(p.minor), multi_processor_count = tonumber(p.multi_processors) }
+end
+--- get_device_name(device): a CUDA device's name ("NVIDIA H100 80GB HBM3").
+function tide.cuda.get_device_name(device)
+  return tide.cuda.get_device_properties(device).name
+end
+--- get_device_capability(device): a CUDA device's compute capability, as two numbers (9, 0).
+function tide.cuda.get_device_capability(device)
+  local p = tide.cuda.get_device_properties(device)
+  return p.major, p.minor
+end
+
 --- set_allow_tf32(on): lets float32 matmuls on CUDA devices use TF32 tensor cores
 -- (inputs rounded to a 10-bit mantissa, float32 sums; much faster on Ampere and
 -- later). Off by default, as in PyTorch. An op takes the setting in force when

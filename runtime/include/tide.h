@@ -121,6 +121,16 @@ int32_t     tide_cuda_device_count(void);
 /* Why there are no CUDA devices ("CUDA is not available: ..."), or the devices
  * found. Static. */
 const char * tide_cuda_status(void);
+/* What a CUDA device is, as torch.cuda.get_device_properties says. */
+typedef struct tide_cuda_props {
+    char    name[256];          /* "NVIDIA H100 80GB HBM3" */
+    int32_t major, minor;       /* compute capability: 9, 0 for sm_90 */
+    int32_t multi_processors;   /* streaming multiprocessors */
+    int64_t total_bytes;        /* device memory */
+} tide_cuda_props;
+/* Fills *out for cuda:`device`. TIDE_E_DEVICE, with the reason, when there is
+ * no such device (or no CUDA here). Thread-safe. */
+tide_status tide_cuda_device_props(int32_t device, tide_cuda_props * out);
 /* Writes "cpu", "cpu:1", ... into buf (at most n bytes). Returns buf. */
 char *      tide_device_format(tide_device dev, char * buf, size_t n);
 

@@ -446,6 +446,19 @@ static int fake_copy_peer(int32_t dst_dev, void * dst, int32_t src_dev, const vo
 
 static const char * fake_error_text(void) { return fake.error; }
 
+/* An sm_90 part (the architecture the NVRTC check compiles for) with one
+ * multiprocessor and the fake's capacity. */
+static int fake_device_props(int32_t dev, tide_cuda_props * out) {
+    snprintf(out->name, sizeof out->name, "fake cuda:%d (host memory)", dev);
+    out->major            = 9;
+    out->minor            = 0;
+    out->multi_processors = 1;
+    pthread_mutex_lock(&fake.lock);
+    out->total_bytes = (int64_t)fake.capacity;
+    pthread_mutex_unlock(&fake.lock);
+    return TIDE_DEVAPI_OK;
+}
+
 /* The ops whose CPU loops the run-time compiled kernels call (fake_cpu_loops). */
 #define FAKE_N_OPS 11
 #define FAKE_STR_(x) #x
@@ -647,7 +660,7 @@ static const tide_devapi fake_api = {
     fake_event_create,   fake_event_destroy, fake_event_record, fake_event_query,  fake_event_sync,
     fake_stream_wait_event, fake_host_callback, fake_copy_async, fake_pinned_alloc, fake_pinned_free,
     fake_kernel,         fake_copy_peer,     fake_capture_begin, fake_capture_end,  fake_graph_launch,
-    fake_graph_destroy,  fake_rtc_compile,   fake_rtc_launch,
+    fake_graph_destroy,  fake_rtc_compile,   fake_rtc_launch,    fake_device_props,
 };
 
 #endif

@@ -517,6 +517,17 @@ int rtc_launch(int32_t dev, void * fn, const void * arg, size_t nbytes, int64_t 
     return fail(err, "cudaLaunchKernel");
 }
 
+int device_props(int32_t dev, tide_cuda_props * out) {
+    cudaDeviceProp p;
+    if (int rc = fail(cudaGetDeviceProperties(&p, dev), "cudaGetDeviceProperties")) return rc;
+    snprintf(out->name, sizeof out->name, "%s", p.name);
+    out->major            = p.major;
+    out->minor            = p.minor;
+    out->multi_processors = p.multiProcessorCount;
+    out->total_bytes      = (int64_t)p.totalGlobalMem;
+    return TIDE_DEVAPI_OK;
+}
+
 const tide_devapi table = {
     TIDE_DEVAPI_VERSION,
     "cuda",
@@ -546,6 +557,7 @@ const tide_devapi table = {
     graph_destroy,
     rtc_compile,
     rtc_launch,
+    device_props,
 };
 
 }   // namespace

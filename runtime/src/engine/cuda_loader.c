@@ -239,6 +239,15 @@ tide_status tide_cuda_memory_stats(int32_t device, tide_devmem_stats * out) {
     return TIDE_OK;
 }
 
+tide_status tide_cuda_device_props(int32_t device, tide_cuda_props * out) {
+    if (check_device(device, "cuda.get_device_properties") != TIDE_OK) return TIDE_E_DEVICE;
+    memset(out, 0, sizeof *out);
+    if (api->device_props(device, out) != TIDE_DEVAPI_OK)
+        return tide_error_set(TIDE_E_DEVICE, "cuda.get_device_properties: cuda:%d: %s", device, api->error_text());
+    out->name[sizeof out->name - 1] = '\0';
+    return TIDE_OK;
+}
+
 tide_status tide_cuda_empty_cache(int32_t device) {
     tide_devalloc * a = allocator_for(device, "cuda.empty_cache");
     if (!a) return TIDE_E_DEVICE;

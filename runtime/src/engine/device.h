@@ -20,7 +20,7 @@ extern "C" {
 
 /* Bumped whenever the table below changes; libtide refuses a backend built
  * against another version instead of calling through a wrong layout. */
-enum { TIDE_DEVAPI_VERSION = 5 };
+enum { TIDE_DEVAPI_VERSION = 6 };
 
 /* What a backend function returns. On anything but OK the backend keeps a
  * message for its calling thread, which `error_text` returns. */
@@ -191,6 +191,9 @@ typedef struct tide_devapi {
     /* Launches kernel fn on `stream`, its parameter the nbytes at `arg` (copied
      * at the launch), over enough threads for n elements (n >= 1). */
     int (*rtc_launch)(int32_t dev, void * fn, const void * arg, size_t nbytes, int64_t n, void * stream);
+
+    /* -- what a device is: tide.h's tide_cuda_props, filled for dev -- */
+    int (*device_props)(int32_t dev, tide_cuda_props * out);
 } tide_devapi;
 
 /* The symbol a backend library exports: its table, or NULL when it was built
