@@ -333,6 +333,15 @@ static void unreported(int64_t root) {
     pthread_mutex_unlock(&lock);
 }
 
+/* A task's failure for an input from failed op `root`: poisons its writes.
+ * A task run at once (id 0) returns the failure to its caller, which raises
+ * it: reported then (its input may have failed just after the push looked). */
+static void propagate(int32_t id, tide_status st, const char * msg, int64_t root, tide_storage * const * writes,
+                      int32_t n_writes) {
+    for (int32_t i = 0; i < n_writes; i++) poison(writes[i], st, msg, root);
+    if (id == 0) unreported(root);
+}
+
 static tide_status poison_error(tide_storage * s) {
     return tide_error_set((tide_status)atomic_load(&s->poisoned), "%s",
                           s->poison_msg ? s->poison_msg : "a previous op writing this tensor failed");
@@ -374,7 +383,7 @@ static tide_status execute(const tide_engine_task * t, int32_t id, int32_t queue
     }
     if (t0 > 0) trace_add(t, queue, t0, now_us());
     if (st != TIDE_OK) {
-        if (root) for (int32_t i = 0; i < n_writes; i++) poison(writes[i], st, msg, root);
+        if (root) propagate(id, st, msg, root, writes, n_writes);
         else fail_root(id, st, msg, writes, n_writes);
         tide_error_set(st, "%s", msg);
     }
@@ -610,7 +619,7 @@ static tide_status complete(const tide_engine_task * t, int32_t id, tide_storage
                      where[0] ? ", enqueued at " : "", where);
         else
             snprintf(msg, sizeof msg, "%s", tide_last_error());
-        if (root) for (int32_t i = 0; i < n_writes; i++) poison(writes[i], st, msg, root);
+        if (root) propagate(id, st, msg, root, writes, n_writes);
         else fail_root(id, st, msg, writes, n_writes);
         tide_error_set(st, "%s", msg);
     }
