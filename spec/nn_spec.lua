@@ -233,6 +233,12 @@ describe("nn.Module", function()
       assert.are.equal("float32", model[1].bias:dtype())
       model:to("cpu:0")
       assert.are.equal("cpu:0", model[3].running_var:device())
+      model:to("cpu:1", { non_blocking = true })   -- PyTorch's option: every copy is asynchronous here
+      assert.are.equal("cpu:1", model[3].running_var:device())
+      assert.has_error(function() model:to("cpu", { copy = true }) end, "to: unknown option 'copy' (options: non_blocking)")
+      assert.has_error(function() model:to("cpu", { non_blocking = 1 }) end,
+        "to: option 'non_blocking' must be a boolean, got number")
+      model:to("cpu:0")
       assert.has_error(function() model:to("nowhere") end, "to: 'nowhere' is neither a dtype nor a device")
       -- a device that is not here says why
       assert.has_error(function() model:to("cpu:999") end)

@@ -260,6 +260,29 @@ describe("conversion and copies", function()
     H.equal(tide.tensor({ 65504, 1e-8 }):half():float(), { 65504, 0 })
   end)
 
+  it("converts to another tensor's dtype and device, and takes PyTorch's options", function()
+    local t = tide.tensor({ 1.7, -1.7, 300 })
+    local other = tide.zeros(2, { dtype = "int32", device = "cpu:1" })
+    local r = t:to(other)
+    assert.are.equal("int32", r:dtype())
+    assert.are.equal("cpu:1", r:device())
+    H.equal(r, { 1, -1, 300 })
+    assert.are.equal(t, t:to(t:device(), { non_blocking = true }))   -- nothing to do: t itself
+    local c = t:to("float32", { copy = true })                 -- always a new tensor
+    assert.are_not.equal(t, c)
+    c[1] = 5
+    assert.are.equal(tide.tensor(1.7):item(), t[1])
+    H.equal(t:to({ copy = true }), t)
+    H.equal(t:to("float64", "cpu:1", { copy = true, non_blocking = false }), t:to("float64"))
+    assert.has_error(function() t:to("float32", { nonblocking = true }) end,
+      "to: unknown option 'nonblocking' (options: copy, non_blocking)")
+    assert.has_error(function() t:to("float32", { copy = 1 }) end, "to: option 'copy' must be a boolean, got number")
+    assert.has_error(function() t:to("float32", "cpu", "int32") end,
+      "to: expects at most a dtype and a device before the options, got 3 arguments")
+    assert.has_error(function() t:to(5) end,
+      "to: expects a dtype or device name, a tensor or a table of options, got number")
+  end)
+
   it("keeps float16 and bfloat16 as storage types that compute in float32", function()
     local h = tide.tensor({ 1, 2, 3 }, "float16")
     local r = h + h

@@ -708,10 +708,31 @@ function methods.clone(t)
   return wrap(C.tide_tensor_to(t, -1, t.dev, 1), fresh_bytes(t))
 end
 
---- to(dtype) or to(device) or to(dtype, device): t itself when nothing changes.
-function methods.to(t, a, b)
-  local dtype, dev = -1, t.dev
-  for _, x in ipairs { a, b } do
+local to_options = { non_blocking = "boolean", copy = "boolean" }
+
+--- to(dtype) or to(device) or to(dtype, device), or to(other) (other's dtype
+-- and device); t itself when nothing changes. A last table of options:
+-- `copy = true` always makes a new tensor; `non_blocking` is accepted for
+-- PyTorch's sake: every copy is an engine op, asynchronous already.
+-- @usage local g = x:to("cuda:0", { non_blocking = true })
+function methods.to(t, a, b, c)
+  local dtype, dev, copy = -1, t.dev, 0
+  local args = { a, b, c }
+  local n = c ~= nil and 3 or b ~= nil and 2 or a ~= nil and 1 or 0
+  if type(args[n]) == "table" and not is_tensor(args[n]) then
+    for k, v in pairs(args[n]) do
+      if not to_options[k] then
+        fail(("to: unknown option '%s' (options: copy, non_blocking)"):format(tostring(k)))
+      elseif type(v) ~= to_options[k] then
+        fail(("to: option '%s' must be a %s, got %s"):format(k, to_options[k], type(v)))
+      end
+    end
+    copy = args[n].copy and 1 or 0
+    args[n], n = nil, n - 1
+  end
+  if n > 2 then fail("to: expects at most a dtype and a device before the options, got 3 arguments") end
+  for i = 1, n do
+    local x = args[i]
     if type(x) == "string" then
       local d = C.tide_dtype_from_name(x)
       if d >= 0 then dtype = d
@@ -723,10 +744,10 @@ function methods.to(t, a, b)
         end
         dev = dv
       end
-    elseif is_tensor(x) then dtype = x.dtype_id
-    elseif x ~= nil then fail("to: expects a dtype or device name, got " .. type(x)) end
+    elseif is_tensor(x) then dtype, dev = x.dtype_id, x.dev
+    else fail("to: expects a dtype or device name, a tensor or a table of options, got " .. type(x)) end
   end
-  local r = C.tide_tensor_to(t, dtype, dev, 0)
+  local r = C.tide_tensor_to(t, dtype, dev, copy)
   if r == nil then raise() end
   if r == t then C.tide_tensor_release(r); return t end
   return wrap(r, fresh_bytes(r))

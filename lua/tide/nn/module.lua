@@ -522,9 +522,19 @@ end
 -- -- conversion -----------------------------------------------------------------------------
 
 -- Splits to()'s arguments into a dtype name and a device name (either may be nil).
+-- A last table of options may say non_blocking, as Tensor:to takes it.
 local function to_args(...)
   local dtype, device
-  for i = 1, select("#", ...) do
+  local n = select("#", ...)
+  local last = n > 0 and select(n, ...) or nil
+  if type(last) == "table" and not T.is_tensor(last) then
+    for k, v in pairs(last) do
+      if k ~= "non_blocking" then fail(("to: unknown option '%s' (options: non_blocking)"):format(tostring(k))) end
+      if type(v) ~= "boolean" then fail("to: option 'non_blocking' must be a boolean, got " .. type(v)) end
+    end
+    n = n - 1
+  end
+  for i = 1, n do
     local x = select(i, ...)
     if type(x) ~= "string" then fail("to: expects dtype or device names, got " .. type(x)) end
     if pcall(T.dtype_id, x) then
