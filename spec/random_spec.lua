@@ -61,7 +61,7 @@ local function same(a, b)
 end
 
 -- Runs an op under tide.debug.sync so that an error found by the kernel is raised at once.
-local function now(f) return function() tide.debug.sync(f) end end
+local now = H.sync   -- errors found by the op, raised at once, as on the host
 
 describe("random", function()
   describe("the reference Philox", function()
