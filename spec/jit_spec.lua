@@ -189,11 +189,11 @@ describe("jit.compile", function()
     for _ = 1, 3 do step(x) end
     tide.sync()
     collectgarbage("collect")
-    local base = tide.memory_stats().in_use
-    tide.reset_peak_memory()
+    local base = H.mem_stats().in_use
+    H.reset_peak()
     for _ = 1, 100 do step(x) end   -- each step makes about 10 MiB of temporaries (1 MiB weights, Adam)
     tide.sync()
-    local grew = tide.memory_stats().peak - base
+    local grew = H.mem_stats().peak - base
     assert.is_true(grew < 40 * 2^20, string.format("peak grew by %.1f MiB", grew / 2^20))
   end)
 
@@ -429,13 +429,13 @@ describe("jit.compile", function()
     local Bn = require "bindings.ffi"
     tide.sync()
     Bn.collect()
-    local before, bytes = #Bn.live_tensors(), tide.memory_stats().in_use
+    local before, bytes = #Bn.live_tensors(), H.mem_stats().in_use
     for _ = 1, 5 do again(x, y) end
     tide.sync()
     Bn.collect()
     -- no growth (on another default device than cpu, what earlier runs left may
     -- still go meanwhile: fewer is fine)
-    local after, after_bytes = #Bn.live_tensors(), tide.memory_stats().in_use
+    local after, after_bytes = #Bn.live_tensors(), H.mem_stats().in_use
     assert.is_true(after <= before, ("%d live tensors, %d before"):format(after, before))
     assert.is_true(after_bytes <= bytes, ("%d bytes in use, %d before"):format(after_bytes, bytes))
   end)

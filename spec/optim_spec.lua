@@ -288,7 +288,7 @@ describe("optim", function()
         collectgarbage("collect")
         local _ = tide.zeros(1)   -- the next tensor made releases what the collection freed
         tide.sync()
-        return tide.memory_stats().in_use
+        return H.mem_stats().in_use
       end
       for _ = 1, 20 do step() end
       local before = settled()

@@ -485,9 +485,9 @@ describe("memory", function()
   it("stays flat over a loop without collectgarbage", function()
     local x = tide.ones(256, 256)
     for _ = 1, 50 do local _ = x * 2 + 1 end
-    local start = tide.memory_stats().in_use
+    local start = H.mem_stats().in_use
     for _ = 1, 3000 do local _ = x * 2 + 1 end
-    local grown = tide.memory_stats().in_use - start
+    local grown = H.mem_stats().in_use - start
     assert.is_true(grown < 150 * 1024 * 1024, "memory grew by " .. grown .. " bytes")   -- queued results included
   end)
 

@@ -82,6 +82,20 @@ function H.sync(f)
   end
 end
 
+--- The memory figures (`in_use`, `peak`, ...) of the allocator behind the
+-- default device: the host's, or a CUDA device's when the suite runs there, so
+-- that a spec of memory that stays flat measures the memory the ops use.
+function H.mem_stats()
+  local n = tide.get_default_device():match("^cuda:(%d+)$")
+  return n and tide.cuda.memory_stats(tonumber(n)) or tide.memory_stats()
+end
+
+--- Starts H.mem_stats().peak over from what is in use now.
+function H.reset_peak()
+  local n = tide.get_default_device():match("^cuda:(%d+)$")
+  if n then tide.cuda.reset_peak_memory(tonumber(n)) else tide.reset_peak_memory() end
+end
+
 --- The same values as t in several layouts: contiguous, a non-contiguous copy
 -- (built transposed and transposed back) and a strided one (every other column
 -- of a wider tensor). Returns a table name -> tensor.
