@@ -5,8 +5,9 @@
 --       python3 has torch)
 --   (b) matmul GFLOP/s at n = 256, 1024, 2048 next to OpenBLAS's sgemm called
 --       directly with its own default threads (target >= 95%)
---   (c) add, exp and tanh on 16M floats as GB/s (bytes read + written / time)
---       next to a plain C copy loop (targets: add >= 80%, exp and tanh >= 50%)
+--   (c) add, exp, tanh, masked_fill and where on 16M floats as GB/s (bytes
+--       read + written / time) next to a plain C copy loop (targets: add,
+--       masked_fill and where >= 80%, exp and tanh >= 50%); the masks are random
 -- usage: build/tide bench/ops_bench.lua
 local tide = require "tide"
 local ffi = require "ffi"
@@ -184,25 +185,30 @@ do
   else
     print("(c) 16M floats, GB/s (bytes read + written / time)")
   end
+  local mask = x:gt(0.5)   -- x is uniform: a coin toss per element, so a branch per element would mispredict
   local cases = {
-    { "add", 12, function() return x + y end, 80 },
+    { "add", 12, function() return x + y end, 80, function(s) return s + s end },
     { "exp", 8, function() return x:exp() end, 50 },
     { "tanh", 8, function() return x:tanh() end, 50 },
+    -- x, the bool mask, the result
+    { "masked_fill", 9, function() return x:masked_fill(mask, 0) end, 80, function(s) return s:masked_fill(s:gt(1), 0) end },
+    -- the mask, x, y, the result
+    { "where", 13, function() return tide.where(mask, x, y) end, 80, function(s) return tide.where(s:gt(1), s, s) end },
   }
   for _, case in ipairs(cases) do
-    local name, bpe, f, target = case[1], case[2], case[3], case[4]
+    local name, bpe, f, target, probe = case[1], case[2], case[3], case[4], case[5]
     local ok, why = has_kernel(function()
       local s = tide.ones(4)
-      return (name == "add" and s + s or s[name](s)):totable()
+      return (probe and probe(s) or s[name](s)):totable()
     end)
     if not ok then
-      print(string.format("    %-5s skipped: %s", name, why))
+      print(string.format("    %-11s skipped: %s", name, why))
     else
       local g = gbs(bpe * n, f)
       if copy_gbs then
-        print(string.format("    %-5s %6.1f GB/s   %5.1f%% of copy (target >= %d%%)", name, g, 100 * g / copy_gbs, target))
+        print(string.format("    %-11s %6.1f GB/s   %5.1f%% of copy (target >= %d%%)", name, g, 100 * g / copy_gbs, target))
       else
-        print(string.format("    %-5s %6.1f GB/s", name, g))
+        print(string.format("    %-11s %6.1f GB/s", name, g))
       end
     end
   end
