@@ -455,6 +455,28 @@ describe("cumsum, softmax, log_softmax", function()
     end)
   end
 
+  it("softmax and log_softmax of float32 rows of any length, with masked (-inf) and NaN elements", function()
+    -- rows shorter than the vector lanes, one lane over, past the exp chunk of 1024
+    for _, n in ipairs { 1, 16, 17, 1023, 1025, 3000 } do
+      tide.manual_seed(n)
+      local x = tide.randn(3, n) * 4
+      if n > 2 then x[{ 2, { 2, n - 1 } }] = -1 / 0 end    -- a masked row keeps its ends
+      local x64 = x:double()
+      for _, dim in ipairs { 2, 1 } do                     -- along the rows, and across them
+        local msg = ("n = %d, dim = %d"):format(n, dim)
+        H.close(x:softmax(dim), x64:softmax(dim), 1e-5, 1e-7, msg)
+        H.close(x:log_softmax(dim), x64:log_softmax(dim), 1e-5, 1e-5, msg)
+        H.close(x:softmax(dim), ref_along(x64, dim, A.softmax), 1e-5, 1e-7, msg)
+      end
+    end
+    local r = tide.tensor({ { 1, 0 / 0, 2, 3 }, { -1 / 0, -1 / 0, -1 / 0, -1 / 0 }, { 1 / 0, 0, 1, 2 } })
+    for _, op in ipairs { "softmax", "log_softmax" } do
+      local want = op == "softmax" and { 0 / 0, 0 / 0, 0 / 0, 0 / 0 } or { 0 / 0, 0 / 0, 0 / 0, 0 / 0 }
+      for row = 1, 3 do H.equal(r[row][op](r[row], 1), want, op .. " row " .. row) end
+      H.equal(r[op](r, 2), { want, want, want }, op)
+    end
+  end)
+
   it("work on large tensors split across threads", function()
     local x = data({ 200, 1000 }, "float64", "sum", 5)
     for _, dim in ipairs { 1, 2 } do
