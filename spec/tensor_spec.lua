@@ -263,6 +263,42 @@ describe("conversion and copies", function()
     H.equal(tide.tensor({ 65504, 1e-8 }):half():float(), { 65504, 0 })
   end)
 
+  it("converts floats to integers as C would through double, saturating and sending NaN to 0", function()
+    local inf, nan = 1 / 0, 0 / 0
+    local v = { nan, inf, -inf, 0.5, -0.5, 1.5, -1.5, 2147483520, 2 ^ 31, -2 ^ 31, -2147483904, 255.75, 256, 300, -1,
+                -0.0, 1e10 }
+    local want = {
+      int32 = { 0, 2147483647, -2147483648, 0, 0, 1, -1, 2147483520, 2147483647, -2147483648, -2147483648, 255, 256,
+                300, -1, 0, 2147483647 },
+      int64 = { 0, 2 ^ 63, -2 ^ 63, 0, 0, 1, -1, 2147483520, 2 ^ 31, -2 ^ 31, -2147483904, 255, 256, 300, -1, 0, 1e10 },
+      uint8 = { 0, 255, 0, 0, 0, 1, 255, 128, 255, 0, 0, 255, 0, 44, 255, 0, 255 },   -- from int32, wrapping
+      bool = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1 },
+    }
+    for _, src in ipairs { "float32", "float64", "bfloat16" } do
+      local x = tide.tensor(v, src)
+      -- the same values strided: every other element of a longer tensor
+      local wide = tide.zeros(2 * #v, src)
+      wide:view(#v, 2):select(2, 1):copy_(x)
+      local strided = wide:view(#v, 2):select(2, 1)
+      for dt, w in pairs(want) do
+        local exp = w
+        if src == "bfloat16" then   -- bfloat16 holds fewer: 2147483520, -2147483904, 255.75, 1e10 round first
+          exp = {}
+          for i, e in ipairs(w) do exp[i] = e end
+          if dt == "int32" then exp[8], exp[12] = 2147483647, 256 end
+          if dt == "int64" then exp[8], exp[11], exp[12], exp[17] = 2 ^ 31, -2 ^ 31, 256, 9999220736 end
+          if dt == "uint8" then exp[8], exp[12] = 255, 0 end
+        end
+        H.equal(x:to(dt), exp, src .. " -> " .. dt)
+        H.equal(strided:to(dt), exp, src .. " (strided) -> " .. dt)
+      end
+    end
+    -- and back: integers to floats round once
+    H.equal(tide.tensor({ 16777217, -7, 0 }, "int32"):to("float32"), { 16777216, -7, 0 })
+    H.equal(tide.tensor({ 300, 0, 1 }, "int64"):to("bfloat16"):to("float32"), { 300, 0, 1 })
+    H.equal(tide.tensor({ true, false }, "bool"):to("float64"), { 1, 0 })
+  end)
+
   it("converts to another tensor's dtype and device, and takes PyTorch's options", function()
     local t = tide.tensor({ 1.7, -1.7, 300 })
     local other = tide.zeros(2, { dtype = "int32", device = "cpu:1" })

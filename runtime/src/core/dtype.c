@@ -139,10 +139,11 @@ static int64_t sat_i64(double v) {
     return (int64_t)v;
 }
 static int32_t sat_i32(double v) {
-    if (!(v == v)) return 0;
-    if (v >= 2147483647.0) return INT32_MAX;
-    if (v <= -2147483648.0) return INT32_MIN;
-    return (int32_t)v;
+    /* clamped first, so the conversion is always defined: no branch, and
+     * float32 -> int32 loops vectorise */
+    double c = v > 2147483647.0 ? 2147483647.0 : v;
+    c = c < -2147483648.0 ? -2147483648.0 : c;
+    return v == v ? (int32_t)c : 0;
 }
 
 void tide_store_double(void * p, int32_t d, double v) {
@@ -203,7 +204,41 @@ void tide_convert(void * dst, int32_t dt, int64_t dst_stride,
     if (dt == TIDE_DTYPE_U8 && st == TIDE_DTYPE_BOOL) CONV_LOOP(uint8_t, uint8_t, x != 0);
     if (dt == TIDE_DTYPE_U8 && st == TIDE_DTYPE_I64) CONV_LOOP(uint8_t, int64_t, (uint8_t)(uint64_t)x);
     if (dt == TIDE_DTYPE_U8 && st == TIDE_DTYPE_I32) CONV_LOOP(uint8_t, int32_t, (uint8_t)(uint32_t)x);
-    const char * s = src;
+    /* Every other pair through double, as tide_load_double and tide_store_double
+     * do, in a loop of its own: a call per element through both switches took
+     * float32 -> int32 2.6 ns an element. */
+#define ST_F32(v)  ((float)(v))
+#define ST_F64(v)  (v)
+#define ST_I32(v)  sat_i32(v)
+#define ST_I64(v)  sat_i64(v)
+#define ST_U8(v)   ((uint8_t)(int64_t)sat_i32(v))
+#define ST_BOOL(v) ((uint8_t)((v) != 0))
+#define ST_F16(v)  tide_f32_to_f16((float)(v))
+#define ST_BF16(v) tide_f32_to_bf16((float)(v))
+#define FROM_ANY(DT, STORE)                                                                        \
+    switch (st) {                                                                                  \
+    case TIDE_DTYPE_F32:  CONV_LOOP(DT, float, STORE((double)x));                                  \
+    case TIDE_DTYPE_F64:  CONV_LOOP(DT, double, STORE(x));                                         \
+    case TIDE_DTYPE_I32:  CONV_LOOP(DT, int32_t, STORE((double)x));                                \
+    case TIDE_DTYPE_I64:  CONV_LOOP(DT, int64_t, STORE((double)x));                                \
+    case TIDE_DTYPE_U8:   CONV_LOOP(DT, uint8_t, STORE((double)x));                                \
+    case TIDE_DTYPE_BOOL: CONV_LOOP(DT, uint8_t, STORE((double)(x != 0)));                         \
+    case TIDE_DTYPE_F16:  CONV_LOOP(DT, uint16_t, STORE((double)tide_f16_to_f32(x)));              \
+    case TIDE_DTYPE_BF16: CONV_LOOP(DT, uint16_t, STORE((double)tide_bf16_to_f32(x)));             \
+    }                                                                                              \
+    break
+    switch (dt) {
+    case TIDE_DTYPE_F32:  FROM_ANY(float, ST_F32);
+    case TIDE_DTYPE_F64:  FROM_ANY(double, ST_F64);
+    case TIDE_DTYPE_I32:  FROM_ANY(int32_t, ST_I32);
+    case TIDE_DTYPE_I64:  FROM_ANY(int64_t, ST_I64);
+    case TIDE_DTYPE_U8:   FROM_ANY(uint8_t, ST_U8);
+    case TIDE_DTYPE_BOOL: FROM_ANY(uint8_t, ST_BOOL);
+    case TIDE_DTYPE_F16:  FROM_ANY(uint16_t, ST_F16);
+    case TIDE_DTYPE_BF16: FROM_ANY(uint16_t, ST_BF16);
+    }
+#undef FROM_ANY
+    const char * s = src;   /* a dtype outside the table: nothing to convert */
     char * d = dst;
     for (int64_t i = 0; i < n; i++)
         tide_store_double(d + i * dst_stride * (int64_t)ds, dt, tide_load_double(s + i * src_stride * (int64_t)ss, st));
