@@ -522,9 +522,12 @@ describe("memory", function()
     local x = tide.ones(256, 256)
     for _ = 1, 50 do local _ = x * 2 + 1 end
     local start = H.mem_stats().in_use
-    for _ = 1, 3000 do local _ = x * 2 + 1 end
+    for _ = 1, 3000 do local _ = x * 2 + 1 end   -- 1.5 GiB of results in all
     local grown = H.mem_stats().in_use - start
-    assert.is_true(grown < 150 * 1024 * 1024, "memory grew by " .. grown .. " bytes")   -- queued results included
+    -- queued results included; a CUDA device's dead tensors are collected every
+    -- 256 MiB of fresh ones (bindings/ffi.lua's DEV_THRESHOLD), the host's sooner
+    local bound = (tide.get_default_device():match("^cuda") and 256 + 150 or 150) * 1024 * 1024
+    assert.is_true(grown < bound, "memory grew by " .. grown .. " bytes")
   end)
 
   it("reports what a collection freed at once, without another tensor made", function()
