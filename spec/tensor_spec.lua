@@ -358,10 +358,12 @@ describe("conversion and copies", function()
   end)
 
   it("copies large transposed matrices (by tiles) element for element", function()
-    -- sizes that are and are not multiples of the 32x32 tile; 4- and 8-byte dtypes;
-    -- a transposed slice (offset, larger stride) and a batch that copies elementwise
+    -- sizes that are and are not multiples of the tiles (64x64 for 4-byte dtypes,
+    -- 32x32 for 8-byte ones), powers of two; a transposed slice (offset, larger
+    -- stride) and a batch that copies elementwise
     for _, case in ipairs { { 96, 64, "float32" }, { 100, 77, "float64" }, { 33, 250, "int64" },
-                            { 70, 130, "int32" } } do
+                            { 70, 130, "int32" }, { 200, 150, "float32" }, { 256, 512, "float32" },
+                            { 128, 64, "float64" } } do
       local m, n, dt = case[1], case[2], case[3]
       local a = tide.arange(0, m * n):view(m, n):to(dt)
       local t = a:t():contiguous()

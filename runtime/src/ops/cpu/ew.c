@@ -154,28 +154,40 @@ static void run_range(void * ctx, int64_t b, int64_t e) {
 
 /* -- transposing copies ------------------------------------------------------------------------ */
 
-/* out[i][j] = in[i + j * s] over rows [b, e) of an M x N result, tile by tile:
- * within a tile each column is read contiguously and the rows written stay in
- * L1 (reading contiguously beat writing contiguously, 0.09 against 0.14 ms for
- * 256x784 floats on one thread). Through the iterator's gather, a transpose ran
- * at a third of a plain copy's speed. */
-enum { TILE = 32 };
+/* out[i][j] = in[i + j * s] over rows [b, e) of an M x N result, a TL x TL
+ * block at a time through a buffer in L1: the block's input columns are read
+ * as contiguous runs, then its output rows written as contiguous runs. Writing
+ * a tile's rows one element at a time straight into the result (as this once
+ * did) keeps TL output lines live at a stride of N elements, which a power
+ * of two such as 2048 maps onto one cache set: 2048x2048 floats took 11.5 ms,
+ * 11x a plain copy. Through the iterator's gather, a transpose ran at a third
+ * of a plain copy's speed. */
+/* TL x TL blocks: 64 for 4-byte elements (16 KiB of buffer; 20% faster than 32
+ * on 2048x2048 floats), 32 for 8-byte ones, so that the buffer stays in L1. */
+enum { TILE4 = 64, TILE8 = 32 };
 typedef struct { char * out; const char * in; int64_t M, N, s; size_t esz; } transpose_job;
 
-#define TRANSPOSE_TILES(name, T)                                                                  \
+#define TRANSPOSE_TILES(name, T, TL)                                                              \
     static void name(T * restrict out, const T * restrict in, int64_t b, int64_t e, int64_t N,      \
                      int64_t s) {                                                                    \
-        for (int64_t i0 = b; i0 < e; i0 += TILE) {                                                  \
-            int64_t rows = e - i0 < TILE ? e - i0 : TILE;                                            \
-            for (int64_t j = 0; j < N; j++) {                                                       \
-                const T * restrict x = in + j * s + i0;                                              \
-                T * restrict       o = out + i0 * N + j;                                            \
-                for (int64_t i = 0; i < rows; i++, o += N) *o = x[i];                               \
+        T buf[TL][TL];                                                                              \
+        for (int64_t i0 = b; i0 < e; i0 += TL) {                                                    \
+            int64_t rows = e - i0 < TL ? e - i0 : TL;                                                \
+            for (int64_t j0 = 0; j0 < N; j0 += TL) {                                                \
+                int64_t cols = N - j0 < TL ? N - j0 : TL;                                            \
+                for (int64_t j = 0; j < cols; j++) {                                                \
+                    const T * restrict x = in + (j0 + j) * s + i0;                                   \
+                    for (int64_t i = 0; i < rows; i++) buf[i][j] = x[i];                            \
+                }                                                                                   \
+                for (int64_t i = 0; i < rows; i++) {                                                \
+                    T * restrict o = out + (i0 + i) * N + j0;                                        \
+                    for (int64_t j = 0; j < cols; j++) o[j] = buf[i][j];                            \
+                }                                                                                   \
             }                                                                                       \
         }                                                                                           \
     }
-TRANSPOSE_TILES(transpose_4, uint32_t)
-TRANSPOSE_TILES(transpose_8, uint64_t)
+TRANSPOSE_TILES(transpose_4, uint32_t, TILE4)
+TRANSPOSE_TILES(transpose_8, uint64_t, TILE8)
 
 static void transpose_rows(void * ctx, int64_t b, int64_t e) {
     const transpose_job * t = ctx;
@@ -187,7 +199,7 @@ bool tide_ew_transpose(const tide_opcall * c) {
     const tide_tensor * in = c->in[0], * out = c->out[0];
     size_t              esz = tide_esize(in->dtype_id);
     if (c->n_in != 1 || in->dtype_id != out->dtype_id || (esz != 4 && esz != 8) || in->nelem != out->nelem ||
-        in->nelem < 2 * TILE * TILE || !tide_tensor_is_contiguous(out))
+        in->nelem < 2 * 32 * 32 || !tide_tensor_is_contiguous(out))
         return false;
     ew_state s;
     s.n_ops = 2;
@@ -197,8 +209,8 @@ bool tide_ew_transpose(const tide_opcall * c) {
     /* after coalescing: out [M, N] row-major, in running down the rows (stride 1) */
     if (s.nd != 2 || s.strides[1][0] != 1 || s.strides[0][1] != 1 || s.strides[1][1] < s.sizes[0]) return false;
     transpose_job t = {tide_tensor_ptr(out), tide_tensor_ptr(in), s.sizes[0], s.sizes[1], s.strides[1][1], esz};
-    int64_t grain = (TIDE_GRAIN / (t.N > 0 ? t.N : 1) + TILE) / TILE * TILE;
-    tide_parallel_for(t.M, grain, TILE, transpose_rows, &t);
+    int64_t tl = esz == 4 ? TILE4 : TILE8, grain = (TIDE_GRAIN / (t.N > 0 ? t.N : 1) + tl) / tl * tl;
+    tide_parallel_for(t.M, grain, tl, transpose_rows, &t);
     return true;
 }
 
