@@ -44,6 +44,13 @@ describe("tensor creation", function()
     assert.are.equal("int64", tide.arange(5):dtype())
     H.equal(tide.arange(1, 2, 0.25), { 1, 1.25, 1.5, 1.75 })
     assert.are.equal("float32", tide.arange(1, 2, 0.25):dtype())
+    -- into an integer dtype, each value converts as any float does: truncated,
+    -- saturated at int32's ends, wrapped from int32 into uint8
+    H.equal(tide.arange(0, 3, 0.5, { dtype = "int32" }), { 0, 0, 1, 1, 2, 2 })
+    H.equal(tide.arange(2147483645, 2147483650, { dtype = "int32" }),
+      { 2147483645, 2147483646, 2147483647, 2147483647, 2147483647 })
+    H.equal(tide.arange(253, 259, { dtype = "uint8" }), { 253, 254, 255, 0, 1, 2 })
+    H.equal(tide.arange(-2, 1, { dtype = "float64" }), { -2, -1, 0 })
     H.equal(tide.arange(5, 0, -2), { 5, 3, 1 })
     H.close(tide.linspace(0, 1, 5), { 0, 0.25, 0.5, 0.75, 1 })
     H.equal(tide.linspace(0, 1, 0), {})

@@ -131,20 +131,8 @@ double tide_load_double(const void * p, int32_t d) {
     return 0;
 }
 
-/* Float to integer casts saturate and send NaN to 0, so no input is undefined behaviour. */
-static int64_t sat_i64(double v) {
-    if (!(v == v)) return 0;
-    if (v >= 9223372036854775807.0) return INT64_MAX;
-    if (v <= -9223372036854775808.0) return INT64_MIN;
-    return (int64_t)v;
-}
-static int32_t sat_i32(double v) {
-    /* clamped first, so the conversion is always defined: no branch, and
-     * float32 -> int32 loops vectorise */
-    double c = v > 2147483647.0 ? 2147483647.0 : v;
-    c = c < -2147483648.0 ? -2147483648.0 : c;
-    return v == v ? (int32_t)c : 0;
-}
+#define sat_i32 tide_sat_i32   /* internal.h */
+#define sat_i64 tide_sat_i64
 
 void tide_store_double(void * p, int32_t d, double v) {
     switch (d) {

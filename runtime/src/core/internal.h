@@ -120,6 +120,20 @@ TIDE_INTERNAL void tide_convert(void * dst, int32_t dst_dtype, int64_t dst_strid
                                 const void * src, int32_t src_dtype, int64_t src_stride, int64_t n);
 TIDE_INTERNAL double tide_load_double(const void * p, int32_t dtype);
 TIDE_INTERNAL void   tide_store_double(void * p, int32_t dtype, double v);
+/* tide_store_double's float-to-integer casts, for loops of one known dtype:
+ * they saturate and send NaN to 0, so no input is undefined behaviour. The
+ * clamp comes before the conversion, which is then always defined: no branch. */
+static inline int32_t tide_sat_i32(double v) {
+    double c = v > 2147483647.0 ? 2147483647.0 : v;
+    c = c < -2147483648.0 ? -2147483648.0 : c;
+    return v == v ? (int32_t)c : 0;
+}
+static inline int64_t tide_sat_i64(double v) {
+    if (!(v == v)) return 0;
+    if (v >= 9223372036854775807.0) return INT64_MAX;
+    if (v <= -9223372036854775808.0) return INT64_MIN;
+    return (int64_t)v;
+}
 TIDE_INTERNAL float    tide_f16_to_f32(uint16_t h);
 TIDE_INTERNAL uint16_t tide_f32_to_f16(float f);
 TIDE_INTERNAL float    tide_bf16_to_f32(uint16_t h);
