@@ -156,7 +156,11 @@ void tide_store_double(void * p, int32_t d, double v) {
         const ST * restrict s_ = (const ST *)src;                                            \
         if (dst_stride == 1 && src_stride == 1)                                              \
             for (int64_t i = 0; i < n; i++) { ST x = s_[i]; d_[i] = (EXPR); }                \
-        else                                                                                 \
+        else if (dst_stride == 1 && src_stride == 0) { /* a broadcast value: a fill */       \
+            ST x = s_[0];                                                                    \
+            DT v = (EXPR);                                                                   \
+            for (int64_t i = 0; i < n; i++) d_[i] = v;                                       \
+        } else                                                                               \
             for (int64_t i = 0; i < n; i++) { ST x = s_[i * src_stride]; d_[i * dst_stride] = (EXPR); } \
         return;                                                                              \
     } while (0)
