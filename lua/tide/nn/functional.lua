@@ -304,8 +304,19 @@ function F.batch_norm(x, running_mean, running_var, weight, bias, training, mome
       fail(string.format("batch_norm: expected more than 1 value per channel when training, got input of shape %s",
         shape_str(x)))
     end
-    mean = x:mean(dims)
-    var = x:var(dims, false, 0)
+    if x:dim() > 2 then
+      -- per sample and channel over the contiguous H*W... first, then over the
+      -- batch, combining the groups' variances (all of H*W elements) exactly:
+      -- var = mean(var_nc) + mean((mean_nc - mean)^2). A reduction over
+      -- {1, 3, 4} at once copies x into its own layout first (two copies of x)
+      local xs = x:reshape(x:size(1), c, -1)
+      local mean_nc, var_nc = xs:mean(3), xs:var(3, false, 0)
+      mean = mean_nc:mean(1)
+      var = var_nc:mean(1) + (mean_nc - mean):pow(2):mean(1)
+    else
+      mean = x:mean(dims)
+      var = x:var(dims, false, 0)
+    end
     if running_mean ~= nil then
       no_grad(function()
         running_mean:mul_(1 - momentum):add_(mean:detach() * momentum)
@@ -318,10 +329,14 @@ function F.batch_norm(x, running_mean, running_var, weight, bias, training, mome
     end
     mean, var = running_mean, running_var
   end
-  local y = (x - mean:view(bshape)) * (var + eps):rsqrt():view(bshape)
-  if weight ~= nil then y = y * weight:view(bshape) end
-  if bias ~= nil then y = y + bias:view(bshape) end
-  return y
+  -- y = x * scale + shift per channel, scale = weight / sqrt(var + eps) and
+  -- shift = bias - mean * scale, as PyTorch's CPU kernel folds them: one pass
+  -- over x (addcmul) where (x - mean) * invstd * weight + bias took four
+  local scale = (var + eps):rsqrt()
+  if weight ~= nil then scale = scale * weight end
+  local shift = -(mean * scale)
+  if bias ~= nil then shift = shift + bias end
+  return shift:view(bshape):addcmul(x, scale:view(bshape))
 end
 
 -- -- losses --------------------------------------------------------------------------------
