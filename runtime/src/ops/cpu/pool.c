@@ -213,7 +213,7 @@ typedef struct {
     int64_t      divisor;               /* avg_pool2d: divisor_override, or 0 */
     const void * div;                   /* avg kernels: each output's divisor, [oh, ow] in the compute dtype */
     bool         include_pad, one_based;
-    bool         full2x2;               /* max_pool2d: 2x2 windows, no dilation, all inside the input, 2 apart in w */
+    bool         full2x2;               /* 2x2 windows, no dilation, all inside the input, 2 apart in w */
     atomic_int   bad;                   /* max_pool2d_backward: an index out of range was met */
     atomic_llong bad_value;
 } pjob;
@@ -264,6 +264,25 @@ static int64_t plane_grain(int64_t work_per_plane) {
     }
 MAX_ROW2X2(float, int32_t, INT32_C(0x7fffffff), INT32_C(0x7f800000))
 MAX_ROW2X2(double, int64_t, INT64_C(0x7fffffffffffffff), INT64_C(0x7ff0000000000000))
+
+/* One row of 2x2 averages 2 apart from column x0 of rows r0 and r1, the taps
+ * added in the general loop's order from 0 (so -0 sums as there), divided by
+ * each output's divisor: a vector loop where the general one took 4 ns an output. */
+#define AVG_ROW2X2(T)                                                                                   \
+    static TIDE_SIMD_CLONES void avg_row2x2_##T(const T * restrict r0, const T * restrict r1, int64_t x0, \
+                                                int64_t ow, T * restrict y, const T * restrict div) {  \
+        for (int64_t ox = 0; ox < ow; ox++) {                                                           \
+            const int64_t c0 = x0 + 2 * ox;                                                             \
+            T s = 0;                                                                                    \
+            s += r0[c0];                                                                                \
+            s += r0[c0 + 1];                                                                            \
+            s += r1[c0];                                                                                \
+            s += r1[c0 + 1];                                                                            \
+            y[ox] = s / div[ox];                                                                        \
+        }                                                                                               \
+    }
+AVG_ROW2X2(float)
+AVG_ROW2X2(double)
 
 #define POOL_KERNELS(T)                                                                                  \
     static void max_fwd_##T(void * ctx, int64_t begin, int64_t end) {                                   \
@@ -381,6 +400,12 @@ MAX_ROW2X2(double, int64_t, INT64_C(0x7fffffffffffffff), INT64_C(0x7ff0000000000
             int64_t n = q / c_, ch = q % c_;                                                            \
             const T * xp = (const T *)j->x + n * xs0 + ch * xs1;                                        \
             T * yp = (T *)j->y + n * ys0 + ch * ys1;                                                    \
+            if (j->full2x2 && xs3 == 1 && ys3 == 1) {   /* the CNN case, as max_fwd's */                \
+                for (int64_t oy = 0; oy < oh_; oy++)                                                    \
+                    avg_row2x2_##T(xp + ylo[oy] * xs2, xp + (ylo[oy] + 1) * xs2, xlo[0], ow_,           \
+                                   yp + oy * ys2, div + oy * ow_);                                      \
+                continue;                                                                               \
+            }                                                                                           \
             for (int64_t oy = 0; oy < oh_; oy++) {                                                      \
                 const int64_t y0 = ylo[oy], ny = ycnt[oy];                                              \
                 for (int64_t ox = 0; ox < ow_; ox++) {                                                  \
@@ -547,6 +572,9 @@ static tide_status avg_common(const tide_opcall * c, const int64_t * xs, bool ba
     TIDE_CHECK(axes_alloc(&j.ay, &j.ax, g.oh, g.ow, &mem, &cap, tide_op_name(c->op)));
     axis_pool(&j.ay, g.oh, xs[2], g.kh, g.sh, g.ph, 1);
     axis_pool(&j.ax, g.ow, xs[3], g.kw, g.sw, g.pw, 1);
+    j.full2x2 = g.kh == 2 && g.kw == 2 && g.sw == 2;   /* avg_pool2d has no dilation */
+    for (int64_t i = 0; i < g.oh; i++) j.full2x2 = j.full2x2 && j.ay.cnt[i] == 2;
+    for (int64_t i = 0; i < g.ow; i++) j.full2x2 = j.full2x2 && j.ax.cnt[i] == 2;
     tide_status st = avg_run(c, &j, backward, g.kh * g.kw);
     tide_host_free(mem, cap);
     return st;
