@@ -620,7 +620,8 @@ SOFTMAX(f32, float, expf, log)
 SOFTMAX(f64, double, exp, log)
 
 /* softmax_f32's steps over one contiguous row (a softmax over the last dim),
- * in loops GCC vectorises: the max over 8 lanes (NaN wins, as MAX says); the
+ * in loops GCC vectorises: the max over 16 lanes (of the non-NaN elements; a
+ * NaN makes every result NaN through the sum anyway); the
  * differences x - m in float32 and their exp through the exp op's own loop
  * (transcend.c, within 1.6 ulp), a chunk at a time; the sum in double over
  * LANES accumulators; then the scaling (or, for log_softmax, the shift) in
@@ -630,8 +631,6 @@ extern const tide_ew_loop tide_loops_exp[TIDE_DTYPE_COUNT];
 static TIDE_SIMD_CLONES __attribute__((optimize("no-trapping-math"))) void
 softmax_row_f32(const float * restrict x, float * restrict y, int64_t R, bool logs) {
     enum { CH = 1024, ML = 16 };
-    /* the max of the non-NaN elements: a NaN element makes its exp, the sum
-     * and so every result NaN whatever m is */
     float m8[ML];
     for (int j = 0; j < ML; j++) m8[j] = -__builtin_inff();
     int64_t r = 0;
