@@ -161,9 +161,9 @@ static void run_range(void * ctx, int64_t b, int64_t e) {
  * did) keeps TL output lines live at a stride of N elements, which a power
  * of two such as 2048 maps onto one cache set: 2048x2048 floats took 11.5 ms,
  * 11x a plain copy. Through the iterator's gather, a transpose ran at a third
- * of a plain copy's speed. */
-/* TL x TL blocks: 64 for 4-byte elements (16 KiB of buffer; 20% faster than 32
- * on 2048x2048 floats), 32 for 8-byte ones, so that the buffer stays in L1. */
+ * of a plain copy's speed. TL is 64 for 4-byte elements (16 KiB of buffer; 20%
+ * faster than 32 on 2048x2048 floats) and 32 for 8-byte ones, so that the
+ * buffer stays in L1. */
 enum { TILE4 = 64, TILE8 = 32 };
 typedef struct { char * out; const char * in; int64_t M, N, s; size_t esz; } transpose_job;
 
@@ -199,7 +199,7 @@ bool tide_ew_transpose(const tide_opcall * c) {
     const tide_tensor * in = c->in[0], * out = c->out[0];
     size_t              esz = tide_esize(in->dtype_id);
     if (c->n_in != 1 || in->dtype_id != out->dtype_id || (esz != 4 && esz != 8) || in->nelem != out->nelem ||
-        in->nelem < 2 * 32 * 32 || !tide_tensor_is_contiguous(out))
+        in->nelem < 2 * TILE8 * TILE8 || !tide_tensor_is_contiguous(out))   /* smaller: the iterator */
         return false;
     ew_state s;
     s.n_ops = 2;
