@@ -79,6 +79,7 @@ bench: build
 	$(BUILD)/tide bench/conv_bench.lua
 	$(BUILD)/tide bench/train_bench.lua
 	$(BUILD)/tide bench/jit_bench.lua
+	$(BUILD)/tide bench/sweep_bench.lua
 
 # The GPU figures (bench/cuda_bench.lua), each next to cuBLAS called directly
 # (tide_cuda_ref) and PyTorch on the same GPU; says why and exits 0 without one.
