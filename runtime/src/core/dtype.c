@@ -62,43 +62,7 @@ int32_t tide_dtype_promote(int32_t a, int32_t b) {
     return TIDE_DTYPE_F32;
 }
 
-/* -- half precision ---------------------------------------------------------- */
-
-float tide_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
-    if (exp == 0x1f) {
-        bits = sign | 0x7f800000u | (man << 13);
-    } else if (exp == 0) {
-        if (man == 0) {
-            bits = sign;
-        } else {  /* subnormal: normalise */
-            int e = -1;
-            do { e++; man <<= 1; } while (!(man & 0x400));
-            bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
-        }
-    } else {
-        bits = sign | ((exp + 112) << 23) | (man << 13);
-    }
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-uint16_t tide_f32_to_f16(float f) {
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000;
-    uint32_t ax = x & 0x7fffffffu;
-    if (ax >= 0x7f800000u) return (uint16_t)(sign | 0x7c00 | (ax > 0x7f800000u ? 0x200 : 0));
-    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00);  /* rounds to inf */
-    if (ax < 0x38800000u) {                                    /* subnormal or zero */
-        float a;
-        memcpy(&a, &ax, 4);
-        return (uint16_t)(sign | (uint32_t)lrintf(a * 16777216.0f)); /* a / 2^-24, ties to even */
-    }
-    uint32_t r = ax + 0xfffu + ((ax >> 13) & 1);  /* round to nearest even */
-    return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
-}
+/* -- half precision: bfloat16 (float16 is half.c's) ---------------------------- */
 
 float tide_bf16_to_f32(uint16_t h) {
     uint32_t bits = (uint32_t)h << 16;
@@ -183,6 +147,14 @@ void tide_convert(void * dst, int32_t dt, int64_t dst_stride,
     if (dt == TIDE_DTYPE_F32 && st == TIDE_DTYPE_I64) CONV_LOOP(float, int64_t, (float)x);
     if (dt == TIDE_DTYPE_F32 && st == TIDE_DTYPE_U8) CONV_LOOP(float, uint8_t, (float)x);
     if (dt == TIDE_DTYPE_F32 && st == TIDE_DTYPE_BOOL) CONV_LOOP(float, uint8_t, (float)(x != 0));
+    if (dt == TIDE_DTYPE_F32 && st == TIDE_DTYPE_F16 && dst_stride == 1 && src_stride == 1) {
+        tide_f16_to_f32_dense(dst, src, n);
+        return;
+    }
+    if (dt == TIDE_DTYPE_F16 && st == TIDE_DTYPE_F32 && dst_stride == 1 && src_stride == 1) {
+        tide_f32_to_f16_dense(dst, src, n);
+        return;
+    }
     if (dt == TIDE_DTYPE_F32 && st == TIDE_DTYPE_F16) CONV_LOOP(float, uint16_t, tide_f16_to_f32(x));
     if (dt == TIDE_DTYPE_F32 && st == TIDE_DTYPE_BF16) CONV_LOOP(float, uint16_t, tide_bf16_to_f32(x));
     if (dt == TIDE_DTYPE_F16 && st == TIDE_DTYPE_F32) CONV_LOOP(uint16_t, float, tide_f32_to_f16(x));

@@ -100,15 +100,6 @@ static inline int64_t tide_elem_offset(int32_t ndim, const int64_t * sizes, cons
 #define TIDE_FOR_NUM(M)   TIDE_FOR_FLOAT(M) TIDE_FOR_INT(M)
 #define TIDE_FOR_ALL(M)   TIDE_FOR_NUM(M) M(TIDE_DTYPE_BOOL, uint8_t)
 
-/* Loops are compiled for several instruction sets and picked at load time: the
- * x86-64 levels, v4 (AVX-512) and v3 (AVX2 with FMA). A list of features such as
- * "avx2,fma" would not do: GCC makes one clone per feature, and the AVX2 one
- * then has no FMA (exp was 2.5 ns per element on a Zen 1 EPYC with it).
- * (not under the sanitizers: their runtimes are not up yet when ifunc resolvers run) */
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) && !defined(__clang__)
-#define TIDE_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define TIDE_SIMD_CLONES
-#endif
+/* TIDE_SIMD_CLONES (loops compiled for several instruction sets) is in core/internal.h. */
 
 #endif /* TIDE_KERNELS_H */
