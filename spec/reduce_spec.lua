@@ -303,6 +303,17 @@ describe("reductions", function()
         H.close(x:argmin(d), (ref_reduce(x, d, false, F.argmin)), 0, 0)
       end
     end
+    -- over leading and trailing dims around kept ones, read in place slice by slice:
+    -- slices longer than a chunk (65536), and batch norm's [N, C, H, W] over {N, H, W}
+    for _, case in ipairs { { { 3, 2, 70001 }, { 1, 3 } }, { { 16, 8, 14, 14 }, { 1, 3, 4 } }, { { 5, 3, 2, 7 }, { 1, 4 } } } do
+      local x = data(case[1], "float64", "sum", 9)
+      for _, op in ipairs { "sum", "mean", "amax", "amin", "prod" } do
+        local v = op == "prod" and (x / 4 + 1) or x
+        H.close(v[op](v, case[2]), (ref_reduce(v, case[2], false, F[op])), 1e-12, 1e-9, op)
+      end
+      local xf = x:float()
+      H.close(xf:sum(case[2]), (ref_reduce(x, case[2], false, F.sum)), 1e-6, 1e-4, "float32 sum")
+    end
   end)
 
   it("raises clear errors", function()

@@ -254,14 +254,44 @@ static void store_acc(void * p, int64_t i, int32_t dt, acc_t a) {
 
 typedef struct {
     int64_t A, R, B;
+    int64_t R1;          /* > 1: src is [R1, A, R] (B 1), reduced over R1 and R; else 1 */
     const char * src;    /* contiguous [A, R, B] in the compute dtype */
     void *       tmp;    /* owned copy, when src is not the input's memory */
 } arb;
+
+/* Whether contiguous x, in the compute dtype, reduces over leading and trailing
+ * dims around kept ones ([N, C, H, W] over {N, H, W}: batch norm's statistics,
+ * a bias's gradient): then *g is [R1, A, R] over x's own memory. */
+static bool arb_outer(tide_tensor * x, const bool * red, int32_t ct, arb * g) {
+    int64_t R1 = 1, A = 1, R = 1, expect = 1;
+    int32_t phase = 0;   /* 0: leading reduced, 1: kept, 2: trailing reduced */
+    if (x->dtype_id != ct) return false;
+    for (int32_t d = x->ndim - 1; d >= 0; d--) {
+        if (x->sizes[d] == 1) continue;
+        if (x->strides[d] != expect) return false;
+        expect *= x->sizes[d];
+    }
+    for (int32_t d = 0; d < x->ndim; d++) {
+        if (x->sizes[d] == 1) continue;
+        if (red[d] && phase == 1) phase = 2;
+        else if (!red[d] && phase != 1) {
+            if (phase == 2) return false;
+            phase = 1;
+        }
+        if (phase == 0) R1 *= x->sizes[d]; else if (phase == 1) A *= x->sizes[d]; else R *= x->sizes[d];
+    }
+    if (phase != 2 || R1 == 1) return false;
+    g->R1 = R1, g->A = A, g->R = R, g->B = 1;
+    g->src = tide_tensor_ptr(x);
+    g->tmp = NULL;
+    return true;
+}
 
 /* Sees x as [A, R, B] with R the product of the dims flagged in red. When the
  * reduced dims are not one block (or rows_only and B > 1), the kept dims are
  * moved first and R last. Fails only when out of memory. */
 static tide_status arb_init(tide_tensor * x, const bool * red, int32_t ct, bool rows_only, arb * g) {
+    g->R1 = 1;
     int64_t A = 1, R = 1, B = 1;
     bool block = true;
     int32_t phase = 0;
@@ -309,24 +339,27 @@ static tide_status arb_init(tide_tensor * x, const bool * red, int32_t ct, bool 
 
 /* -- monoid driver: tasks of (row a, column tile, chunk of R) ------------------------------ */
 
+/* With R1 > 1 each of the R1 slices of a row has its own chunks, combined in
+ * slice order: part is [A][R1 * nch][B]. */
 typedef struct {
     const arb * g;
     row_fn      row;
     col_fn      col;
     size_t      esz;
-    int64_t     W, tiles, rch, nch;
-    acc_t *     part;   /* [A][nch][B] */
+    int64_t     W, tiles, rch, nch, nparts;   /* nparts: R1 * nch */
+    acc_t *     part;   /* [A][nparts][B] */
 } monoid_job;
 
 static void monoid_range(void * ctx, int64_t b, int64_t e) {
     const monoid_job * j = ctx;
     const arb * g = j->g;
     for (int64_t t = b; t < e; t++) {
-        int64_t k = t % j->nch, rest = t / j->nch, tile = rest % j->tiles, a = rest / j->tiles;
+        int64_t p = t % j->nparts, rest = t / j->nparts, tile = rest % j->tiles, a = rest / j->tiles;
+        int64_t s = p / j->nch, k = p % j->nch;   /* slice of R1, chunk of R */
         int64_t r0 = k * j->rch, r1 = r0 + j->rch < g->R ? r0 + j->rch : g->R;
         int64_t b0 = tile * j->W, w = g->B - b0 < j->W ? g->B - b0 : j->W;
-        const char * src = g->src + ((a * g->R + r0) * g->B + b0) * (int64_t)j->esz;
-        acc_t * dst = j->part + (a * j->nch + k) * g->B + b0;
+        const char * src = g->src + (((s * g->A + a) * g->R + r0) * g->B + b0) * (int64_t)j->esz;
+        acc_t * dst = j->part + (a * j->nparts + p) * g->B + b0;
         if (g->B == 1) j->row(src, r1 - r0, dst);
         else j->col(src, r1 - r0, g->B, w, dst);
     }
@@ -346,9 +379,9 @@ static void finish_range(void * ctx, int64_t b, int64_t e) {
     int64_t B = j->g->B;
     for (int64_t o = b; o < e; o++) {
         int64_t a = o / B, bb = o % B;
-        acc_t acc = j->part[(a * j->nch) * B + bb];
-        for (int64_t k = 1; k < j->nch; k++) combine(f->kind, f->fl, &acc, j->part[(a * j->nch + k) * B + bb]);
-        if (f->mean) acc.f /= (double)j->g->R;
+        acc_t acc = j->part[(a * j->nparts) * B + bb];
+        for (int64_t k = 1; k < j->nparts; k++) combine(f->kind, f->fl, &acc, j->part[(a * j->nparts + k) * B + bb]);
+        if (f->mean) acc.f /= (double)(j->g->R1 * j->g->R);
         store_acc(f->res, o, f->rdt, acc);
     }
 }
@@ -364,10 +397,11 @@ static tide_status run_monoid(const arb * g, monoid_kind kind, int32_t ct, bool 
     j.rch   = CHUNK / j.W;
     if (j.rch < 1) j.rch = 1;
     j.nch   = (g->R + j.rch - 1) / j.rch;
+    j.nparts = g->R1 * j.nch;
     if (!j.row || !j.col) return tide_error_set(TIDE_E_DTYPE, "reduce: dtype %s is not supported", tide_dtype_name(ct));
-    j.part = malloc((size_t)(g->A * j.nch * g->B) * sizeof(acc_t));
+    j.part = malloc((size_t)(g->A * j.nparts * g->B) * sizeof(acc_t));
     if (!j.part) return tide_error_set(TIDE_E_OOM, "out of memory");
-    int64_t n_tasks = g->A * j.tiles * j.nch;
+    int64_t n_tasks = g->A * j.tiles * j.nparts;
     int64_t per = (g->R < j.rch ? g->R : j.rch) * j.W;
     tide_parallel_for(n_tasks, per >= TIDE_GRAIN ? 1 : TIDE_GRAIN / (per ? per : 1), 1, monoid_range, &j);
     finish_job f = {&j, kind, is_float(ct), mean, res, ct};
@@ -522,7 +556,11 @@ static tide_status reduce(const tide_opcall * c, red_family fam, int kind, bool 
         for (int64_t o = 0; o < out->nelem; o++) store_acc(vals, o, ct, a);
     } else {
         arb g;
-        st = arb_init(x, red, ct, fam == R_ROWX, &g);
+        /* a monoid over leading and trailing dims reads x where it is, slice by slice
+         * (copying [64,32,28,28] into [32, 64*28*28] first took most of a bias
+         * gradient's time); the others see [A, R, B], gathered when needed */
+        if (fam != R_ROWX && arb_outer(x, red, ct, &g)) st = TIDE_OK;
+        else st = arb_init(x, red, ct, fam == R_ROWX, &g);
         if (st == TIDE_OK) {
             if (fam == R_ROWX) {
                 rowx_job j = {&g, (rowx_kind)kind, ct, c->p.scalars[0], vals, idx,
