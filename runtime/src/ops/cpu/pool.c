@@ -468,6 +468,15 @@ static void pjob_init(pjob * j, const int64_t * xs, int64_t oh, int64_t ow) {
 }
 
 /* Runs a forward kernel: x read in place (any strides), y written in place when it can be. */
+/* Whether every window is 2x2, undilated, inside the input and 2 apart in w:
+ * the forward kernels' vector row loops (max_row2x2, avg_row2x2) then apply. */
+static bool full2x2(const pgeom * g, const pjob * j) {
+    bool ok = g->kh == 2 && g->kw == 2 && g->dh == 1 && g->dw == 1 && g->sw == 2;
+    for (int64_t i = 0; i < g->oh && ok; i++) ok = j->ay.cnt[i] == 2;
+    for (int64_t i = 0; i < g->ow && ok; i++) ok = j->ax.cnt[i] == 2;
+    return ok;
+}
+
 static tide_status run_forward(const tide_opcall * c, pjob * j, tide_range_fn fn, int64_t taps) {
     const char * op = tide_op_name(c->op);
     int32_t ct = c->compute_dtype;
@@ -527,9 +536,7 @@ tide_status tide_cpu_max_pool2d(const tide_opcall * c) {
     TIDE_CHECK(axes_alloc(&j.ay, &j.ax, g.oh, g.ow, &mem, &cap, "max_pool2d"));
     axis_pool(&j.ay, g.oh, xs[2], g.kh, g.sh, g.ph, g.dh);
     axis_pool(&j.ax, g.ow, xs[3], g.kw, g.sw, g.pw, g.dw);
-    j.full2x2 = g.kh == 2 && g.kw == 2 && g.dh == 1 && g.dw == 1 && g.sw == 2;
-    for (int64_t i = 0; i < g.oh; i++) j.full2x2 = j.full2x2 && j.ay.cnt[i] == 2;
-    for (int64_t i = 0; i < g.ow; i++) j.full2x2 = j.full2x2 && j.ax.cnt[i] == 2;
+    j.full2x2 = full2x2(&g, &j);
     tide_status st = run_forward(c, &j, PICK(c->compute_dtype, max_fwd), g.kh * g.kw);
     tide_host_free(mem, cap);
     return st;
@@ -572,9 +579,7 @@ static tide_status avg_common(const tide_opcall * c, const int64_t * xs, bool ba
     TIDE_CHECK(axes_alloc(&j.ay, &j.ax, g.oh, g.ow, &mem, &cap, tide_op_name(c->op)));
     axis_pool(&j.ay, g.oh, xs[2], g.kh, g.sh, g.ph, 1);
     axis_pool(&j.ax, g.ow, xs[3], g.kw, g.sw, g.pw, 1);
-    j.full2x2 = g.kh == 2 && g.kw == 2 && g.sw == 2;   /* avg_pool2d has no dilation */
-    for (int64_t i = 0; i < g.oh; i++) j.full2x2 = j.full2x2 && j.ay.cnt[i] == 2;
-    for (int64_t i = 0; i < g.ow; i++) j.full2x2 = j.full2x2 && j.ax.cnt[i] == 2;
+    j.full2x2 = full2x2(&g, &j);
     tide_status st = avg_run(c, &j, backward, g.kh * g.kw);
     tide_host_free(mem, cap);
     return st;
