@@ -95,16 +95,14 @@ double tide_load_double(const void * p, int32_t d) {
     return 0;
 }
 
-#define sat_i32 tide_sat_i32   /* internal.h */
-#define sat_i64 tide_sat_i64
 
 void tide_store_double(void * p, int32_t d, double v) {
     switch (d) {
     case TIDE_DTYPE_F32:  *(float *)p = (float)v; break;
     case TIDE_DTYPE_F64:  *(double *)p = v; break;
-    case TIDE_DTYPE_I32:  *(int32_t *)p = sat_i32(v); break;
-    case TIDE_DTYPE_I64:  *(int64_t *)p = sat_i64(v); break;
-    case TIDE_DTYPE_U8:   *(uint8_t *)p = (uint8_t)(int64_t)sat_i32(v); break;  /* wraps like C, from an int */
+    case TIDE_DTYPE_I32:  *(int32_t *)p = tide_sat_i32(v); break;
+    case TIDE_DTYPE_I64:  *(int64_t *)p = tide_sat_i64(v); break;
+    case TIDE_DTYPE_U8:   *(uint8_t *)p = (uint8_t)(int64_t)tide_sat_i32(v); break;  /* wraps like C, from an int */
     case TIDE_DTYPE_BOOL: *(uint8_t *)p = v != 0; break;
     case TIDE_DTYPE_F16:  *(uint16_t *)p = tide_f32_to_f16((float)v); break;
     case TIDE_DTYPE_BF16: *(uint16_t *)p = tide_f32_to_bf16((float)v); break;
@@ -173,9 +171,9 @@ void tide_convert(void * dst, int32_t dt, int64_t dst_stride,
      * float32 -> int32 2.6 ns an element. */
 #define ST_F32(v)  ((float)(v))
 #define ST_F64(v)  (v)
-#define ST_I32(v)  sat_i32(v)
-#define ST_I64(v)  sat_i64(v)
-#define ST_U8(v)   ((uint8_t)(int64_t)sat_i32(v))
+#define ST_I32(v)  tide_sat_i32(v)
+#define ST_I64(v)  tide_sat_i64(v)
+#define ST_U8(v)   ((uint8_t)(int64_t)tide_sat_i32(v))
 #define ST_BOOL(v) ((uint8_t)((v) != 0))
 #define ST_F16(v)  tide_f32_to_f16((float)(v))
 #define ST_BF16(v) tide_f32_to_bf16((float)(v))
