@@ -515,6 +515,7 @@ end
 
 require("tide.nn.transformer")(nn)
 require("tide.nn.conv")(nn)
+require("tide.nn.rnn")(nn)
 
 REG["tide.nn"] = nn
 return nn
