@@ -516,6 +516,9 @@ end
 require("tide.nn.transformer")(nn)
 require("tide.nn.conv")(nn)
 require("tide.nn.rnn")(nn)
+require("tide.nn.activation")(nn)
+require("tide.nn.loss")(nn)
+require("tide.nn.utils")(nn)
 
 REG["tide.nn"] = nn
 return nn
