@@ -6,34 +6,42 @@
 --       opt:zero_grad(); loss_fn():backward(); opt:step(); sched:step()
 --     end
 --
--- Optimizers: SGD, Adam, AdamW, RMSprop (Optimizer is their base, for new
--- ones). They take a tensor, a list of tensors or PyTorch's param groups
--- ({ { params = {...}, lr = 0.1 }, { params = {...} } }), then an options table.
--- Every update is a handful of in-place engine ops per parameter (no Lua loop
--- over elements), run under no_grad. Schedules: lr_scheduler.StepLR,
--- CosineAnnealingLR and OneCycleLR, also reachable as tide.optim.StepLR & co.
+-- Optimizers: SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, NAdam
+-- (Optimizer is their base, for new ones). They take a tensor, a list of
+-- tensors or PyTorch's param groups ({ { params = {...}, lr = 0.1 }, { params =
+-- {...} } }), then an options table. Every update is a handful of in-place
+-- engine ops per parameter (no Lua loop over elements), run under no_grad.
+-- Schedules (lr_scheduler.X, also reachable as tide.optim.X): StepLR,
+-- MultiStepLR, ExponentialLR, LambdaLR, MultiplicativeLR, LinearLR, ConstantLR,
+-- PolynomialLR, CosineAnnealingLR, CosineAnnealingWarmRestarts, OneCycleLR,
+-- SequentialLR (one schedule after another) and ReduceLROnPlateau (step(metric):
+-- it reads a tensor metric to the host, as PyTorch does; it runs between steps).
 --
 -- Hyperparameters and compiled steps. The groups' hyperparameters are plain Lua
 -- values, read and written as PyTorch users do: `opt.param_groups[1].lr = 0.01`
 -- takes effect on the next step. The update ops never read those Lua numbers.
 -- Each group keeps one 0-d float64 tensor per numeric hyperparameter (lr,
--- momentum, dampening, weight_decay, beta1, beta2, eps, alpha; one set per
--- device its parameters live on): `opt:hyperparameter_tensors(i [, device])`.
+-- momentum, dampening, weight_decay, beta1, beta2, eps, alpha, rho, lr_decay,
+-- momentum_decay; one set per device its parameters live on):
+-- `opt:hyperparameter_tensors(i [, device])`.
 -- `opt:sync_hyperparameters()` copies each value that changed since its last
 -- call into its tensor (one fill op each; nothing when nothing changed); step()
 -- calls it first, and a scheduler's step() calls it after setting the new lr
 -- and momentum. Everything that changes every step is a tensor too: each
--- parameter's step count (state.step, 0-d float64), and the bias corrections,
--- step sizes and 1 - beta factors, computed from those tensors by engine ops.
+-- parameter's step count (state.step, 0-d float64; NAdam's mu_product too), and
+-- the bias corrections, step sizes, decayed lrs and 1 - beta factors, computed
+-- from those tensors by engine ops.
 -- So the ops a step enqueues are the same from one step to the next, and a
 -- compiled (replayed) training step that captured them picks up a new lr once
 -- the tensors hold it: set the field and call sync_hyperparameters() (or step
--- the scheduler) between replays. What decides which ops run (a weight decay
--- or momentum of 0 or not, nesterov, amsgrad, centered, maximize, and the first
+-- the scheduler) between replays. What decides which ops run (a weight decay,
+-- momentum or lr_decay of 0 or not, nesterov, amsgrad, centered, maximize,
+-- decoupled_weight_decay, and the first
 -- step, which creates the state) is read from the Lua values: changing those
 -- needs a new capture, as it does in PyTorch.
 local Optimizer = require "tide.optim.optimizer"
 local adam = require "tide.optim.adam"
+local adamax = require "tide.optim.adamax"
 local lr_scheduler = require "tide.optim.lr_scheduler"
 
 local M = {
@@ -42,10 +50,16 @@ local M = {
   Adam = adam.Adam,
   AdamW = adam.AdamW,
   RMSprop = require "tide.optim.rmsprop",
+  Adagrad = require "tide.optim.adagrad",
+  Adadelta = require "tide.optim.adadelta",
+  Adamax = adamax.Adamax,
+  NAdam = adamax.NAdam,
   lr_scheduler = lr_scheduler,
-  StepLR = lr_scheduler.StepLR,
-  CosineAnnealingLR = lr_scheduler.CosineAnnealingLR,
-  OneCycleLR = lr_scheduler.OneCycleLR,
 }
+for _, name in ipairs { "StepLR", "MultiStepLR", "ExponentialLR", "LambdaLR", "MultiplicativeLR", "LinearLR",
+                        "ConstantLR", "PolynomialLR", "CosineAnnealingLR", "CosineAnnealingWarmRestarts",
+                        "OneCycleLR", "SequentialLR", "ReduceLROnPlateau" } do
+  M[name] = lr_scheduler[name]
+end
 
 return M
