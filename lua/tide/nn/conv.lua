@@ -2,7 +2,8 @@
 -- F.max_pool2d, F.avg_pool2d, F.adaptive_avg_pool2d) over the runtime's ops
 -- (tide.nn_ops), which autograd differentiates through their backward ops,
 -- and the layers Conv2d, MaxPool2d, AvgPool2d and AdaptiveAvgPool2d.
--- Inputs are NCHW, or CHW for one unbatched image, as in PyTorch.
+-- Inputs are NCHW, or CHW for one unbatched image, as in PyTorch. The layers
+-- composed of these and other tensor ops are in tide.nn.spatial.
 local tide = require "tide"
 local B = require "bindings.ffi"
 local ops = require "tide.nn_ops"
@@ -150,4 +151,8 @@ return function(nn)
   function AdaptiveAvgPool2d:forward(x) return F.adaptive_avg_pool2d(x, self.output_size) end
   function AdaptiveAvgPool2d:extra_repr() return "output_size=" .. pair_str(self.output_size) end
   nn.AdaptiveAvgPool2d = AdaptiveAvgPool2d
+
+  -- 1-d convolution and pooling, transposed convolutions, group and instance
+  -- norms, padding, interpolation and pixel shuffling, composed of the above
+  require("tide.nn.spatial")(nn)
 end
