@@ -513,6 +513,7 @@ tide.plot = require "tide.plot"
 tide.Tensor = methods   -- the method table, for extension: function tide.Tensor.foo(t) ... end
 tide.optim = require "tide.optim"
 tide.jit = require "tide.jit"           -- jit.compile: capture a function into a graph, replay it
+require("tide.compose")(tide, methods)  -- functions and methods composed from the ops above
 
 -- tide.nn is loaded on first use (it requires tide itself)
 setmetatable(tide, { __index = function(t, k) if k == "nn" then t.nn = require "tide.nn"; return t.nn end end })

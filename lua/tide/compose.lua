@@ -1,0 +1,1189 @@
+--- tide.compose: the functions and tensor methods a PyTorch user expects that
+-- are compositions of ops tide has (roll, diagonal, kron, tensordot, diff,
+-- cross, meshgrid, nonzero, logaddexp, ...), so autograd, every device and
+-- tide.jit take them unchanged. Kernels of their own belong to the runtime's
+-- registry; nothing here defines a name that exists already.
+-- Called once, by init.lua: require("tide.compose")(tide, methods).
+local B = require "bindings.ffi"
+local T = require "tide.tensor"
+local fail, is_tensor, size_args = B.fail, T.is_tensor, T.size_args
+local floor, fmt, abs, min, max = math.floor, string.format, math.abs, math.min, math.max
+local LN2 = math.log(2)
+
+-- -- argument checks ------------------------------------------------------------------
+
+local function is_int(v) return type(v) == "number" and v == floor(v) and v > -2^53 and v < 2^53 end
+
+local function need_tensor(x, name, pos)
+  if not is_tensor(x) then
+    fail(fmt("%s: argument %d must be a tensor, got %s", name, pos or 1, type(x)))
+  end
+  return x
+end
+
+-- A tensor, or a Lua number/boolean as a 0-d wrapped number (weak in type promotion).
+local function operand(x, name, pos)
+  if is_tensor(x) then return x end
+  local tx = type(x)
+  if tx == "number" or tx == "boolean" then return T.scalar(x) end
+  fail(fmt("%s: argument %d must be a tensor or a number, got %s", name, pos, tx))
+end
+
+local function need_int(v, name, what, lo)
+  if not is_int(v) or (lo and v < lo) then
+    fail(fmt("%s: %s must be %s integer, got %s", name, what,
+      lo == 0 and "a non-negative" or lo == 1 and "a positive" or "an", tostring(v)))
+  end
+  return v
+end
+
+-- A dimension of an n-d tensor (1-based, negative from the end) as a positive one.
+local function wrap_dim(n, d, name)
+  if not is_int(d) or d == 0 or d > n or d < -n then
+    fail(fmt("%s: dimension %s is out of range for a %d-d tensor", name, tostring(d), n))
+  end
+  return d > 0 and d or n + d + 1
+end
+
+-- A number or a table of numbers as a table.
+local function int_list(v, name, what)
+  if type(v) == "number" then v = { v } end
+  if type(v) ~= "table" then
+    fail(fmt("%s: %s must be a number or a table of numbers, got %s", name, what, type(v)))
+  end
+  for i = 1, #v do
+    if not is_int(v[i]) then fail(fmt("%s: %s must be integers, got %s", name, what, tostring(v[i]))) end
+  end
+  return v
+end
+
+local function shape_str(s) return "[" .. table.concat(s, ",") .. "]" end
+
+-- The tensors of f(a, b, c) or f({a, b, c}), checked, and a trailing options table.
+local function tensor_args(name, ...)
+  local list, n = { ... }, select("#", ...)
+  while n > 0 and list[n] == nil do n = n - 1 end
+  local opts
+  if n > 0 and type(list[n]) == "table" and #list[n] == 0 and next(list[n]) ~= nil then
+    opts = list[n]; list[n] = nil; n = n - 1
+  end
+  if n == 1 and type(list[1]) == "table" then list = list[1]; n = #list end
+  if n == 0 then fail(name .. ": expects at least one tensor") end
+  for i = 1, n do
+    if not is_tensor(list[i]) then fail(fmt("%s: argument %d must be a tensor, got %s", name, i, type(list[i]))) end
+  end
+  return list, opts or {}
+end
+
+local function options(opts, name, known)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then fail(fmt("%s: options must be a table, got %s", name, type(opts))) end
+  for k in pairs(opts) do
+    if not known[k] then fail(fmt("%s: unknown option '%s'", name, tostring(k))) end
+  end
+  return opts
+end
+
+-- The dtype of a floating result of a and b (tensors or numbers): the widest
+-- floating dtype among the tensors; float32 for integers and for float16 with bfloat16.
+local function float_result(a, b)
+  local seen = {}
+  for _, x in ipairs { a, b } do if is_tensor(x) then seen[x:dtype()] = true end end
+  if seen.float64 then return "float64" end
+  if seen.float32 then return "float32" end
+  if seen.float16 and not seen.bfloat16 then return "float16" end
+  if seen.bfloat16 and not seen.float16 then return "bfloat16" end
+  return "float32"
+end
+
+return function(tide, methods)
+  -- Defines tide[name] and, with as_method, methods[name] -- each only where
+  -- the name is free, so that a kernel added to the registry later wins.
+  local function define(name, f, as_method)
+    if tide[name] == nil then tide[name] = f end
+    if as_method and methods[name] == nil then methods[name] = f end
+  end
+  local function device_opts(x, dtype) return { device = x:device(), dtype = dtype } end
+
+  -- -- function forms of methods ------------------------------------------------------
+
+  --- reshape(x, ...), permute(x, ...), narrow(x, dim, start, length) & co:
+  -- the tensor methods called as functions, as torch.reshape & co.
+  for _, name in ipairs { "reshape", "permute", "transpose", "squeeze", "unsqueeze", "flatten", "narrow",
+                          "select", "chunk", "split", "unbind", "t", "clone", "numel" } do
+    local m = methods[name]
+    define(name, function(x, ...) return m(need_tensor(x, name), ...) end)
+  end
+  --- swapaxes(x, d1, d2), swapdims: transpose's NumPy names.
+  define("swapaxes", function(x, a, b) return methods.transpose(need_tensor(x, "swapaxes"), a, b) end, true)
+  define("swapdims", function(x, a, b) return methods.transpose(need_tensor(x, "swapdims"), a, b) end, true)
+
+  --- movedim(x, source, destination): x with dims source (a dim or a table) moved
+  -- to positions destination, the others in their order; a view, as torch.movedim.
+  -- @usage tide.movedim(x, 1, -1)        -- NCHW -> CHWN
+  local function movedim(x, src, dst)
+    need_tensor(x, "movedim")
+    local n = x:dim()
+    src, dst = int_list(src, "movedim", "source"), int_list(dst, "movedim", "destination")
+    if #src ~= #dst then
+      fail(fmt("movedim: source and destination must have the same number of dims, got %d and %d", #src, #dst))
+    end
+    local perm, used = {}, {}
+    for i = 1, #src do
+      local s, d = wrap_dim(n, src[i], "movedim"), wrap_dim(n, dst[i], "movedim")
+      if used[s] then fail(fmt("movedim: repeated dim %d in source", src[i])) end
+      if perm[d] then fail(fmt("movedim: repeated dim %d in destination", dst[i])) end
+      perm[d], used[s] = s, true
+    end
+    local s = 1
+    for d = 1, n do
+      if not perm[d] then
+        while used[s] do s = s + 1 end
+        perm[d], used[s] = s, true
+      end
+    end
+    if n == 0 then return x end
+    return x:permute(perm)
+  end
+  define("movedim", movedim, true)
+  define("moveaxis", movedim, true)
+
+  --- unflatten(x, dim, sizes): dim split into sizes (one may be -1), as torch.unflatten.
+  -- @usage x:unflatten(2, { 2, -1 })     -- [4,6] -> [4,2,3]
+  define("unflatten", function(x, dim, sizes)
+    need_tensor(x, "unflatten")
+    local d = wrap_dim(x:dim(), dim, "unflatten")
+    if type(sizes) ~= "table" or #sizes == 0 then
+      fail("unflatten: sizes must be a non-empty table of numbers, got " .. type(sizes))
+    end
+    local s, n = x:shape(), x:size(d)
+    local prod, infer = 1, nil
+    for i, v in ipairs(sizes) do
+      if not is_int(v) or v < -1 then fail("unflatten: sizes must be non-negative integers or -1, got " .. tostring(v)) end
+      if v == -1 then
+        if infer then fail("unflatten: only one size may be -1") end
+        infer = i
+      else prod = prod * v end
+    end
+    local out = {}
+    for i, v in ipairs(sizes) do out[i] = v end
+    if infer then
+      if prod == 0 or n % prod ~= 0 then
+        fail(fmt("unflatten: sizes %s cannot split dimension %d of size %d", shape_str(sizes), d, n))
+      end
+      out[infer] = n / prod
+    elseif prod ~= n then
+      fail(fmt("unflatten: sizes %s don't multiply up to the size of dimension %d (%d)", shape_str(sizes), d, n))
+    end
+    local shape = {}
+    for i = 1, d - 1 do shape[#shape + 1] = s[i] end
+    for _, v in ipairs(out) do shape[#shape + 1] = v end
+    for i = d + 1, #s do shape[#shape + 1] = s[i] end
+    return x:reshape(shape)
+  end, true)
+
+  --- ravel(x): x flattened to one dimension (a view when x is contiguous).
+  define("ravel", function(x) return need_tensor(x, "ravel"):reshape(-1) end, true)
+
+  --- broadcast_shapes(s1, s2, ...): the shape that tables of sizes broadcast to.
+  local function broadcast_shapes(name, shapes)
+    local out = {}
+    local n = 0
+    for _, s in ipairs(shapes) do n = max(n, #s) end
+    for k = 1, n do   -- k-th dimension from the end
+      local size = 1
+      for _, s in ipairs(shapes) do
+        local v = s[#s - k + 1] or 1
+        if v ~= 1 then
+          if size ~= 1 and size ~= v then
+            local strs = {}
+            for i, t in ipairs(shapes) do strs[i] = shape_str(t) end
+            fail(fmt("%s: shapes %s cannot be broadcast together (dimension %d from the end: %d vs %d)", name,
+              table.concat(strs, " and "), k, size, v))
+          end
+          size = v
+        end
+      end
+      out[n - k + 1] = size
+    end
+    return out
+  end
+  define("broadcast_shapes", function(...)
+    local shapes = { ... }
+    for i, s in ipairs(shapes) do int_list(s, "broadcast_shapes", "shape " .. i) end
+    return broadcast_shapes("broadcast_shapes", shapes)
+  end)
+  --- broadcast_to(x, shape): x expanded to shape (a view), as torch.broadcast_to.
+  define("broadcast_to", function(x, ...) return need_tensor(x, "broadcast_to"):expand(...) end, true)
+  --- broadcast_tensors(a, b, ...): the tensors expanded to their common shape, as a table of views.
+  -- @usage local ab = tide.broadcast_tensors(a, b); local a2, b2 = ab[1], ab[2]
+  local function broadcast_tensors(...)
+    local list = tensor_args("broadcast_tensors", ...)
+    local shapes = {}
+    for i, t in ipairs(list) do shapes[i] = t:shape() end
+    local shape = broadcast_shapes("broadcast_tensors", shapes)
+    local r = {}
+    for i, t in ipairs(list) do r[i] = t:expand(shape) end
+    return r
+  end
+  define("broadcast_tensors", broadcast_tensors)
+
+  -- -- methods of PyTorch tensors -------------------------------------------------------
+
+  --- x:tolist(): the elements as nested Lua tables (totable's PyTorch name; waits).
+  methods.tolist = methods.tolist or methods.totable
+  --- x:ndimension(): the number of dimensions, as x:dim().
+  methods.ndimension = methods.ndimension or methods.dim
+
+  -- new_zeros(x, sizes..., opts) & co: x's dtype and device unless opts (a
+  -- table or a dtype name) say otherwise.
+  local function new_opts(x, opts, name)
+    if type(opts) == "string" then opts = { dtype = opts } end
+    opts = options(opts, name, { dtype = true, device = true, requires_grad = true })
+    return { dtype = opts.dtype or x:dtype(), device = opts.device or x:device(), requires_grad = opts.requires_grad }
+  end
+  local function split_sizes(name, ...)
+    local n = select("#", ...)
+    while n > 0 and select(n, ...) == nil do n = n - 1 end
+    local last = n > 0 and select(n, ...) or nil
+    local opts
+    if type(last) == "string" or (type(last) == "table" and #last == 0 and (n > 1 or next(last) ~= nil)) then
+      opts, n = last, n - 1
+    end
+    local first = ...
+    local sizes = (n == 1 and type(first) == "table") and first or { ... }
+    for i = n + 1, #sizes do sizes[i] = nil end
+    for i = 1, #sizes do need_int(sizes[i], name, "sizes", 0) end
+    return sizes, opts
+  end
+  --- x:new_zeros(sizes, opts), new_ones, new_empty: a new tensor of x's dtype and device.
+  -- @usage local z = x:new_zeros(2, 3)
+  for _, k in ipairs { "zeros", "ones", "empty" } do
+    methods["new_" .. k] = methods["new_" .. k] or function(x, ...)
+      local sizes, opts = split_sizes("new_" .. k, ...)
+      return tide[k](sizes, new_opts(x, opts, "new_" .. k))
+    end
+  end
+  --- x:new_full(sizes, value, opts): a new tensor of x's dtype and device filled with value.
+  methods.new_full = methods.new_full or function(x, sizes, value, opts)
+    if type(sizes) == "number" then sizes = { sizes } end
+    if type(sizes) ~= "table" then fail("new_full: sizes must be a table of numbers, got " .. type(sizes)) end
+    return tide.full(sizes, value, new_opts(x, opts, "new_full"))
+  end
+  --- x:new_tensor(data, opts): a copy of data (nested tables, a number or a
+  -- tensor, detached) with x's dtype and device.
+  methods.new_tensor = methods.new_tensor or function(x, data, opts)
+    local o = new_opts(x, opts, "new_tensor")
+    if is_tensor(data) then
+      local r = data:detach():to(o.dtype, o.device, { copy = true })
+      if o.requires_grad then r:requires_grad_() end
+      return r
+    end
+    return tide.tensor(data, o)
+  end
+
+  --- clamp_min(x, min), clamp_max(x, max): clamp with one bound (a number or a tensor).
+  define("clamp_min", function(x, lo)
+    if lo == nil then fail("clamp_min: min must be a number or a tensor, got nil") end
+    return methods.clamp(need_tensor(x, "clamp_min"), lo, nil)
+  end, true)
+  define("clamp_max", function(x, hi)
+    if hi == nil then fail("clamp_max: max must be a number or a tensor, got nil") end
+    return methods.clamp(need_tensor(x, "clamp_max"), nil, hi)
+  end, true)
+  methods.clamp_min_ = methods.clamp_min_ or function(x, lo)
+    if lo == nil then fail("clamp_min_: min must be a number or a tensor, got nil") end
+    return methods.clamp_(x, lo, nil)
+  end
+  methods.clamp_max_ = methods.clamp_max_ or function(x, hi)
+    if hi == nil then fail("clamp_max_: max must be a number or a tensor, got nil") end
+    return methods.clamp_(x, nil, hi)
+  end
+
+  --- square(x): x * x. x:square_() squares in place.
+  define("square", function(x) need_tensor(x, "square"); return x * x end, true)
+  methods.square_ = methods.square_ or function(x) return x:mul_(x) end
+
+  --- x:type(): the dtype's name; x:type(dtype): x converted to dtype (a tide
+  -- name or PyTorch's "torch.FloatTensor" & co), x itself when it has it.
+  local torch_types = { ["torch.FloatTensor"] = "float32", ["torch.DoubleTensor"] = "float64",
+    ["torch.HalfTensor"] = "float16", ["torch.BFloat16Tensor"] = "bfloat16", ["torch.IntTensor"] = "int32",
+    ["torch.LongTensor"] = "int64", ["torch.ByteTensor"] = "uint8", ["torch.BoolTensor"] = "bool" }
+  methods.type = methods.type or function(x, dtype)
+    if dtype == nil then return x:dtype() end
+    dtype = torch_types[dtype] or dtype
+    T.dtype_id(dtype, "type")
+    return x:to(dtype)
+  end
+
+  --- x:sum_to_size(sizes): x summed down to sizes, which must broadcast to x's shape.
+  -- @usage grad:sum_to_size(1, 3)
+  methods.sum_to_size = methods.sum_to_size or function(x, ...)
+    local sizes = size_args(...)
+    local s, n = x:shape(), x:dim()
+    local lead = n - #sizes
+    local ok = lead >= 0
+    for i = 1, #sizes do
+      if not is_int(sizes[i]) then fail("sum_to_size: sizes must be integers, got " .. tostring(sizes[i])) end
+      if ok and sizes[i] ~= s[lead + i] and sizes[i] ~= 1 then ok = false end
+    end
+    if not ok then fail(fmt("sum_to_size: size %s is not expandable to size %s", shape_str(sizes), shape_str(s))) end
+    local r, keep = x, {}
+    for i = 1, #sizes do
+      if sizes[i] == 1 and s[lead + i] ~= 1 then keep[#keep + 1] = lead + i end
+    end
+    if #keep > 0 then r = r:sum(keep, true) end
+    if lead > 0 then
+      local lead_dims = {}
+      for i = 1, lead do lead_dims[i] = i end
+      r = r:sum(lead_dims)
+    end
+    return r
+  end
+
+  --- repeat_interleave(x, repeats, dim, {output_size}): each element (or slice
+  -- along dim) repeated `repeats` times; repeats is a number or a tensor of a
+  -- count per element. Without dim, x is flattened first. With a tensor of
+  -- counts and no output_size, the total is read to the host (a sync, as in
+  -- PyTorch); give output_size to stay asynchronous. repeat_interleave(counts)
+  -- alone gives the (1-based) indices 1..n repeated by counts.
+  -- @usage tide.repeat_interleave(x, tide.tensor({1, 2}, "int64"), 1)
+  local function repeat_interleave(x, repeats, dim, opts)
+    need_tensor(x, "repeat_interleave")
+    if repeats == nil then   -- repeat_interleave(counts, nil, nil, opts)
+      if x:dim() ~= 1 then fail(fmt("repeat_interleave: counts must be 1-d, got %d-d", x:dim())) end
+      return repeat_interleave(tide.arange(1, x:numel() + 1, device_opts(x)), x, 1, opts)
+    end
+    opts = options(opts, "repeat_interleave", { output_size = true })
+    local d
+    if dim == nil then x, d = x:reshape(-1), 1 else d = wrap_dim(x:dim(), dim, "repeat_interleave") end
+    local s = x:shape()
+    if type(repeats) == "number" then
+      need_int(repeats, "repeat_interleave", "repeats", 0)
+      local e = {}
+      for i = 1, #s do e[#e + 1] = s[i]; if i == d then e[#e + 1] = repeats end end
+      local r = {}
+      for i = 1, #s do r[i] = s[i] end
+      r[d] = s[d] * repeats
+      return x:unsqueeze(d + 1):expand(e):reshape(r)
+    end
+    if not is_tensor(repeats) then
+      fail("repeat_interleave: repeats must be a number or a tensor, got " .. type(repeats))
+    end
+    if repeats:is_floating_point() or repeats:dtype() == "bool" then
+      fail("repeat_interleave: repeats must be an integer tensor, got " .. repeats:dtype())
+    end
+    if repeats:dim() > 1 then fail(fmt("repeat_interleave: repeats must be 0-d or 1-d, got %d-d", repeats:dim())) end
+    repeats = repeats:to("int64"):reshape(-1)
+    if repeats:numel() == 1 then repeats = repeats:expand(s[d]) end
+    if repeats:numel() ~= s[d] then
+      fail(fmt("repeat_interleave: repeats must have one count per element of dimension %d (%d), got %d",
+        d, s[d], repeats:numel()))
+    end
+    local total = opts.output_size
+    if total ~= nil then
+      need_int(total, "repeat_interleave", "output_size", 0)
+    elseif s[d] == 0 then
+      total = 0
+    else   -- host read of the total (and the smallest count, to refuse negative ones)
+      local v = tide.stack({ repeats:sum(), repeats:amin() }):totable()
+      if v[2] < 0 then fail("repeat_interleave: repeats must not be negative, got " .. v[2]) end
+      total = v[1]
+    end
+    -- the source of output j is the number of elements that start at or before j
+    local starts = repeats:cumsum(1) - repeats + 1
+    local marks = tide.zeros(total + 1, device_opts(x, "int64"))
+      :index_add(1, starts:clamp(1, total + 1), tide.ones_like(repeats))
+    return x:index_select(d, marks:cumsum(1):narrow(1, 1, total))
+  end
+  define("repeat_interleave", repeat_interleave, true)
+
+  --- roll(x, shifts, dims): elements shifted along dims, wrapping around;
+  -- without dims, x is rolled as if flattened. shifts and dims: numbers or tables.
+  -- @usage x:roll(1, 2); x:roll({1, -1}, {1, 2})
+  local function roll(x, shifts, dims)
+    need_tensor(x, "roll")
+    shifts = int_list(shifts, "roll", "shifts")
+    if dims == nil then
+      if #shifts ~= 1 then fail(fmt("roll: without dims, shifts must be a single number, got %d", #shifts)) end
+      return roll(x:reshape(-1), shifts, 1):reshape(x:shape())
+    end
+    dims = int_list(dims, "roll", "dims")
+    if #shifts ~= #dims then
+      fail(fmt("roll: shifts and dims must have the same length, got %d and %d", #shifts, #dims))
+    end
+    local r = x
+    for i = 1, #dims do
+      local d = wrap_dim(x:dim(), dims[i], "roll")
+      local n = x:size(d)
+      local k = n > 0 and shifts[i] % n or 0
+      if k ~= 0 then r = tide.cat({ r:narrow(d, n - k + 1, k), r:narrow(d, 1, n - k) }, d) end
+    end
+    if r == x then r = x:clone() end
+    return r
+  end
+  define("roll", roll, true)
+
+  --- rot90(x, k, dims): x rotated by k quarter turns in the plane of dims
+  -- (default {1, 2}), from the first towards the second.
+  define("rot90", function(x, k, dims)
+    need_tensor(x, "rot90")
+    k = need_int(k == nil and 1 or k, "rot90", "k")
+    dims = int_list(dims or { 1, 2 }, "rot90", "dims")
+    if #dims ~= 2 then fail(fmt("rot90: dims must have length 2, got %d", #dims)) end
+    if x:dim() < 2 then fail(fmt("rot90: expected a tensor of at least 2 dimensions, got %d", x:dim())) end
+    local a, b = wrap_dim(x:dim(), dims[1], "rot90"), wrap_dim(x:dim(), dims[2], "rot90")
+    if a == b then fail(fmt("rot90: dims must be different, got %d and %d", dims[1], dims[2])) end
+    k = k % 4
+    if k == 1 then return x:flip(b):transpose(a, b) end
+    if k == 2 then return x:flip(a, b) end
+    if k == 3 then return x:flip(a):transpose(a, b) end
+    return x:clone()
+  end, true)
+
+  --- tile(x, reps): x repeated reps[i] times along each dim; missing reps count as 1.
+  define("tile", function(x, ...)
+    need_tensor(x, "tile")
+    local reps = size_args(...)
+    for i = 1, #reps do need_int(reps[i], "tile", "reps", 0) end
+    local r = {}
+    for _ = #reps + 1, x:dim() do r[#r + 1] = 1 end
+    for i = 1, #reps do r[#r + 1] = reps[i] end
+    if #r == 0 then return x:clone() end
+    return x:repeat_tensor(r)
+  end, true)
+
+  -- -- diagonals ----------------------------------------------------------------------
+
+  --- diagonal(x, offset, dim1, dim2): the diagonal of the (dim1, dim2) planes as
+  -- the last dim (offset > 0: above the main one). A view (as_strided), except
+  -- where autograd records x: there, a differentiable copy (tide's autograd
+  -- cannot differentiate as_strided views), so writing into it does not reach x.
+  -- @usage x:diagonal(); x:diagonal(1, -2, -1)
+  local function diagonal(x, offset, dim1, dim2)
+    need_tensor(x, "diagonal")
+    offset = need_int(offset or 0, "diagonal", "offset")
+    local n = x:dim()
+    if n < 2 then fail(fmt("diagonal: expected a tensor of at least 2 dimensions, got %d", n)) end
+    local a, b = wrap_dim(n, dim1 or 1, "diagonal"), wrap_dim(n, dim2 or 2, "diagonal")
+    if a == b then fail(fmt("diagonal: dim1 and dim2 must be different, got %d and %d", dim1 or 1, dim2 or 2)) end
+    local na, nb = x:size(a), x:size(b)
+    local k, ra, rb
+    if offset >= 0 then k, ra, rb = max(0, min(na, nb - offset)), 0, offset
+    else k, ra, rb = max(0, min(na + offset, nb)), -offset, 0 end
+    if k == 0 then ra, rb = 0, 0 end
+    if x.requires_grad and tide.is_grad_enabled() then
+      local y = movedim(x, { a, b }, { n - 1, n }):narrow(n - 1, ra + 1, k):narrow(n, rb + 1, k)
+      local s = y:shape()
+      s[n] = nil
+      s[n - 1] = k * k
+      return y:reshape(s):index_select(n - 1, tide.arange(k, device_opts(x)) * (k + 1) + 1)
+    end
+    local size, stride = {}, {}
+    local st = x:stride()
+    for d = 1, n do
+      if d ~= a and d ~= b then size[#size + 1] = x:size(d); stride[#stride + 1] = st[d] end
+    end
+    size[#size + 1], stride[#stride + 1] = k, st[a] + st[b]
+    return x:as_strided(size, stride, x:storage_offset() + ra * st[a] + rb * st[b])
+  end
+  define("diagonal", diagonal, true)
+
+  --- diag_embed(x, offset, dim1, dim2): a tensor whose (dim1, dim2) planes
+  -- (default: the last two) have the last dim of x on their offset diagonal, zeros elsewhere.
+  local function diag_embed(x, offset, dim1, dim2)
+    need_tensor(x, "diag_embed")
+    offset = need_int(offset or 0, "diag_embed", "offset")
+    if x:dim() == 0 then fail("diag_embed: expected a tensor of at least 1 dimension, got 0") end
+    local n = x:dim() + 1
+    local a, b = wrap_dim(n, dim1 or -2, "diag_embed"), wrap_dim(n, dim2 or -1, "diag_embed")
+    if a == b then
+      fail(fmt("diag_embed: dim1 and dim2 must be different, got %d and %d", dim1 or -2, dim2 or -1))
+    end
+    local o = abs(offset)
+    local m = x:size(-1) + o
+    if o > 0 then
+      local s = x:shape()
+      s[#s] = o
+      x = tide.cat({ x, tide.zeros(s, device_opts(x, x:dtype())) }, -1)
+    end
+    local i = tide.arange(m, device_opts(x))
+    local mask = (i:unsqueeze(2):neg() + i):eq(offset)     -- column - row == offset
+    local zero = 0
+    if x:dtype() == "bool" then zero = false end
+    local r = tide.where(mask, offset >= 0 and x:unsqueeze(-1) or x:unsqueeze(-2), zero)
+    return movedim(r, { n - 1, n }, { a, b })
+  end
+  define("diag_embed", diag_embed, true)
+
+  --- diag(x, diagonal): a 1-d x as the given diagonal of a square matrix; the
+  -- given diagonal of a 2-d x, as a new 1-d tensor.
+  define("diag", function(x, k)
+    need_tensor(x, "diag")
+    k = need_int(k or 0, "diag", "diagonal")
+    if x:dim() == 1 then return diag_embed(x, k) end
+    if x:dim() == 2 then
+      local d = diagonal(x, k)
+      return d.requires_grad and d or d:clone()
+    end
+    fail(fmt("diag: expected a 1-d or 2-d tensor, got %d-d", x:dim()))
+  end, true)
+
+  --- trace(x): the sum of the main diagonal of a matrix (int64 for integers).
+  define("trace", function(x)
+    need_tensor(x, "trace")
+    if x:dim() ~= 2 then fail(fmt("trace: expected a 2-d tensor, got %d-d", x:dim())) end
+    return diagonal(x):sum()
+  end, true)
+
+  -- tril_indices(row, col, offset, opts) and triu_indices: the 1-based (row,
+  -- column) indices of the lower/upper triangle of a row x col matrix, as a
+  -- 2 x N tensor in row-major order (int64 unless opts.dtype says otherwise).
+  local function tri_indices(name, upper)
+    return function(row, col, offset, opts)
+      if type(offset) == "table" or type(offset) == "string" then offset, opts = nil, offset end
+      need_int(row, name, "row", 0)
+      need_int(col, name, "col", 0)
+      offset = need_int(offset or 0, name, "offset")
+      if type(opts) == "string" then opts = { dtype = opts } end
+      opts = options(opts, name, { dtype = true, device = true })
+      local o = { device = opts.device }
+      local r = tide.arange(1, row + 1, o):unsqueeze(2):expand(row, col)
+      local c = tide.arange(1, col + 1, o):unsqueeze(1):expand(row, col)
+      local mask = upper and (c - r):ge(offset) or (c - r):le(offset)
+      local out = tide.stack({ r:masked_select(mask), c:masked_select(mask) }, 1)
+      return opts.dtype and out:to(opts.dtype) or out
+    end
+  end
+  --- tril_indices(row, col, offset, opts): the indices of tril(ones(row, col), offset).
+  -- @usage local ij = tide.tril_indices(3, 3)   -- {{1,2,2,3,3,3},{1,1,2,1,2,3}}
+  define("tril_indices", tri_indices("tril_indices", false))
+  --- triu_indices(row, col, offset, opts): the indices of triu(ones(row, col), offset).
+  define("triu_indices", tri_indices("triu_indices", true))
+
+  -- -- grids and stacking ---------------------------------------------------------------
+
+  --- meshgrid(x1, x2, ..., {indexing = "ij"}): grids of the 0-d or 1-d inputs,
+  -- expanded views as a table; indexing "xy" swaps the first two dims (NumPy's default).
+  -- @usage local g = tide.meshgrid(xs, ys, { indexing = "xy" })
+  local function meshgrid(...)
+    local list, opts = tensor_args("meshgrid", ...)
+    opts = options(opts, "meshgrid", { indexing = true })
+    local indexing = opts.indexing or "ij"
+    if indexing ~= "ij" and indexing ~= "xy" then
+      fail(fmt("meshgrid: indexing must be 'ij' or 'xy', got '%s'", tostring(indexing)))
+    end
+    local k, shape, pos = #list, {}, {}
+    for i, t in ipairs(list) do
+      if t:dim() > 1 then fail(fmt("meshgrid: tensor %d must be 0-d or 1-d, got %d-d", i, t:dim())) end
+      pos[i] = i
+    end
+    if indexing == "xy" and k >= 2 then pos[1], pos[2] = 2, 1 end
+    for i, t in ipairs(list) do shape[pos[i]] = t:numel() end
+    local r = {}
+    for i, t in ipairs(list) do
+      local v = {}
+      for j = 1, k do v[j] = 1 end
+      v[pos[i]] = t:numel()
+      r[i] = t:reshape(v):expand(shape)
+    end
+    return r
+  end
+  define("meshgrid", meshgrid)
+
+  --- cartesian_prod(x1, x2, ...): the tuples of the 1-d inputs' Cartesian
+  -- product as the rows of an N x k tensor (x1 itself for one input).
+  define("cartesian_prod", function(...)
+    local list = tensor_args("cartesian_prod", ...)
+    for i, t in ipairs(list) do
+      if t:dim() ~= 1 then fail(fmt("cartesian_prod: tensor %d must be 1-d, got %d-d", i, t:dim())) end
+    end
+    if #list == 1 then return list[1] end
+    local g = meshgrid(list)
+    for i = 1, #g do g[i] = g[i]:reshape(-1) end
+    return tide.stack(g, 2)
+  end)
+
+  -- atleast_1d/2d/3d(x): x viewed with at least that many dims (a table for a table).
+  local function atleast(name, nd, f)
+    define(name, function(...)
+      local first = ...
+      if is_tensor(first) and select("#", ...) == 1 then
+        return first:dim() >= nd and first or f(first)
+      end
+      local list = tensor_args(name, ...)
+      local r = {}
+      for i, t in ipairs(list) do r[i] = t:dim() >= nd and t or f(t) end
+      return r
+    end)
+  end
+  atleast("atleast_1d", 1, function(t) return t:reshape(1) end)
+  atleast("atleast_2d", 2, function(t) return t:reshape(1, -1) end)
+  atleast("atleast_3d", 3, function(t)
+    if t:dim() == 0 then return t:reshape(1, 1, 1) end
+    if t:dim() == 1 then return t:reshape(1, -1, 1) end
+    return t:unsqueeze(-1)
+  end)
+
+  -- name(tensors): f applied to each tensor, then cat along a dimension chosen by `dim`.
+  local function stacker(name, prep, dim)
+    return function(list)
+      if type(list) ~= "table" or is_tensor(list) or #list == 0 then
+        fail(name .. ": expects a non-empty table of tensors")
+      end
+      local r = {}
+      for i = 1, #list do
+        if not is_tensor(list[i]) then fail(fmt("%s: element %d must be a tensor, got %s", name, i, type(list[i]))) end
+        r[i] = prep(list[i])
+      end
+      return tide.cat(r, dim(r))
+    end
+  end
+  --- hstack(tensors): cat along dim 2 (dim 1 for 1-d tensors).
+  define("hstack", stacker("hstack", tide.atleast_1d, function(r)
+    for _, t in ipairs(r) do if t:dim() > 1 then return 2 end end
+    return 1
+  end))
+  --- vstack(tensors), row_stack: cat along dim 1 of the tensors as at least 2-d.
+  define("vstack", stacker("vstack", tide.atleast_2d, function() return 1 end))
+  define("row_stack", stacker("row_stack", tide.atleast_2d, function() return 1 end))
+  --- dstack(tensors): cat along dim 3 of the tensors as at least 3-d.
+  define("dstack", stacker("dstack", tide.atleast_3d, function() return 3 end))
+  --- column_stack(tensors): 0-d and 1-d tensors as columns, then hstack.
+  define("column_stack", stacker("column_stack", function(t)
+    if t:dim() <= 1 then return t:reshape(-1, 1) end
+    return t
+  end, function() return 2 end))
+
+  --- tensor_split(x, sections_or_indices, dim): views along dim: n sections as
+  -- equal as can be (the first ones one longer), or the pieces ending at each
+  -- of the given indices (the same numbers as PyTorch's: x[1..i1], x[i1+1..i2], ...).
+  local function tensor_split(x, s, dim, name)
+    name = name or "tensor_split"
+    need_tensor(x, name)
+    local d = wrap_dim(x:dim(), dim or 1, name)
+    local n, r = x:size(d), {}
+    if type(s) == "number" then
+      need_int(s, name, "the number of sections", 1)
+      local q, extra, start = floor(n / s), n % s, 1
+      for i = 1, s do
+        local len = q + (i <= extra and 1 or 0)
+        r[i] = x:narrow(d, start, len)
+        start = start + len
+      end
+      return r
+    end
+    if type(s) ~= "table" then
+      fail(fmt("%s: expects a number of sections or a table of indices, got %s", name, type(s)))
+    end
+    local prev = 0
+    for i = 1, #s + 1 do
+      local e = s[i]
+      if i <= #s then need_int(e, name, "indices", 0) else e = n end
+      local a, b = min(prev, n), min(e, n)
+      r[i] = x:narrow(d, a + 1, max(0, b - a))
+      prev = e
+    end
+    return r
+  end
+  define("tensor_split", function(x, s, dim) return tensor_split(x, s, dim) end, true)
+  -- hsplit/vsplit/dsplit: tensor_split along dim 2 (1 for 1-d), 1, 3; a number
+  -- of sections must divide the dim.
+  local function nsplit(name, dim_of, need)
+    define(name, function(x, s)
+      need_tensor(x, name)
+      if x:dim() < need then
+        fail(fmt("%s: expected a tensor of at least %d dimension%s, got %d", name, need, need > 1 and "s" or "", x:dim()))
+      end
+      local d = dim_of(x)
+      if type(s) == "number" and is_int(s) and s > 0 and x:size(d) % s ~= 0 then
+        fail(fmt("%s: dimension %d of size %d cannot be split into %d equal sections", name, d, x:size(d), s))
+      end
+      return tensor_split(x, s, d, name)
+    end, true)
+  end
+  nsplit("hsplit", function(x) return x:dim() == 1 and 1 or 2 end, 1)
+  nsplit("vsplit", function() return 1 end, 2)
+  nsplit("dsplit", function() return 3 end, 3)
+
+  --- flipud(x): x reversed along dim 1; fliplr(x): along dim 2.
+  define("flipud", function(x)
+    need_tensor(x, "flipud")
+    if x:dim() < 1 then fail("flipud: expected a tensor of at least 1 dimension, got 0") end
+    return x:flip(1)
+  end, true)
+  define("fliplr", function(x)
+    need_tensor(x, "fliplr")
+    if x:dim() < 2 then fail(fmt("fliplr: expected a tensor of at least 2 dimensions, got %d", x:dim())) end
+    return x:flip(2)
+  end, true)
+
+  -- -- comparisons ------------------------------------------------------------------------
+
+  --- isclose(a, b, rtol, atol, equal_nan) or isclose(a, b, {rtol, atol,
+  -- equal_nan}): |a - b| <= atol + rtol * |b| elementwise (1e-5, 1e-8 by
+  -- default); equal infinities are close; NaN only with equal_nan.
+  local function isclose(a, b, rtol, atol, equal_nan)
+    if type(rtol) == "table" then
+      local o = options(rtol, "isclose", { rtol = true, atol = true, equal_nan = true })
+      rtol, atol, equal_nan = o.rtol, o.atol, o.equal_nan
+    end
+    rtol, atol = rtol or 1e-5, atol or 1e-8
+    if type(rtol) ~= "number" or rtol < 0 then fail("isclose: rtol must be a non-negative number, got " .. tostring(rtol)) end
+    if type(atol) ~= "number" or atol < 0 then fail("isclose: atol must be a non-negative number, got " .. tostring(atol)) end
+    if not is_tensor(a) and not is_tensor(b) then fail("isclose: at least one argument must be a tensor") end
+    a, b = operand(a, "isclose", 1), operand(b, "isclose", 2)
+    local r = a:eq(b)
+    if a:dtype() ~= "bool" and b:dtype() ~= "bool" then
+      local diff = (a - b):abs()
+      r = r:logical_or(diff:le(b:abs() * rtol + atol):logical_and(diff:lt(math.huge)))
+    end
+    if equal_nan then r = r:logical_or(a:ne(a):logical_and(b:ne(b))) end
+    return r
+  end
+  define("isclose", isclose, true)
+  --- allclose(a, b, ...): whether isclose holds everywhere, as a Lua boolean (reads the host).
+  define("allclose", function(a, b, ...) return isclose(a, b, ...):all():item() end, true)
+  --- equal(a, b): whether a and b have the same shape and elements, as a Lua boolean.
+  define("equal", function(a, b)
+    need_tensor(a, "equal", 1); need_tensor(b, "equal", 2)
+    if shape_str(a:shape()) ~= shape_str(b:shape()) then return false end
+    if a:numel() == 0 then return true end
+    return a:eq(b):all():item()
+  end, true)
+
+  --- count_nonzero(x, dims): the number of nonzero elements (over dims, or all), int64.
+  define("count_nonzero", function(x, dims) return need_tensor(x, "count_nonzero"):ne(0):sum(dims) end, true)
+
+  --- nonzero(x, {as_tuple}): the 1-based indices of x's nonzero elements as the
+  -- rows of an N x ndim int64 tensor, or (as_tuple) a table of one 1-d tensor per
+  -- dim. N is data-dependent, so the result waits for x (as in PyTorch).
+  local function nonzero(x, opts)
+    need_tensor(x, "nonzero")
+    opts = options(opts, "nonzero", { as_tuple = true })
+    local mask = x:ne(0)
+    if x:dim() == 0 then
+      local idx = tide.ones(1, device_opts(x, "int64")):masked_select(mask:reshape(1))
+      if opts.as_tuple then return { idx } end
+      return tide.zeros({ idx:numel(), 0 }, device_opts(x, "int64"))
+    end
+    local s, r = x:shape(), {}
+    for d = 1, #s do
+      local v = {}
+      for j = 1, #s do v[j] = 1 end
+      v[d] = s[d]
+      r[d] = tide.arange(1, s[d] + 1, device_opts(x)):reshape(v):expand(s):masked_select(mask)
+    end
+    if opts.as_tuple then return r end
+    return tide.stack(r, 2)
+  end
+  define("nonzero", nonzero, true)
+  --- argwhere(x): nonzero(x) as an N x ndim tensor.
+  define("argwhere", function(x) return nonzero(x) end, true)
+
+  --- logical_xor(a, b): whether exactly one of a and b is nonzero (bool).
+  define("logical_xor", function(a, b)
+    a, b = operand(a, "logical_xor", 1), operand(b, "logical_xor", 2)
+    return a:ne(0):ne(b:ne(0))
+  end, true)
+
+  -- -- arithmetic ------------------------------------------------------------------------
+
+  --- true_divide(a, b): a / b, floating-point (div's other name).
+  define("true_divide", tide.div, true)
+  methods.true_divide_ = methods.true_divide_ or methods.div_
+
+  --- floor_divide(a, b): a / b rounded down, as Python's // (float: computed from
+  -- fmod as PyTorch does, so 1 // 0.1 is 9; integer: exact); a / b where b is 0 for floats.
+  local function floor_divide(a, b)
+    if not is_tensor(a) and not is_tensor(b) then fail("floor_divide: at least one argument must be a tensor") end
+    a, b = operand(a, "floor_divide", 1), operand(b, "floor_divide", 2)
+    local mod = tide.fmod(a, b)
+    if not mod:is_floating_point() then   -- integers: exact, through the Python-style remainder
+      local r = tide.remainder(a, b)
+      return ((a - r):double() / b):round():to(r:dtype())
+    end
+    local q = (a - mod) / b
+    q = tide.where(mod:ne(0):logical_and(b:lt(0):ne(mod:lt(0))), q - 1, q)
+    local f = q:floor()
+    f = tide.where((q - f):gt(0.5), f + 1, f)
+    return tide.where(b:eq(0), a / b, f)
+  end
+  define("floor_divide", floor_divide, true)
+  methods.floor_divide_ = methods.floor_divide_ or function(a, b) return a:copy_(floor_divide(a, b)) end
+
+  -- trunc: the registry's when there is one, else sign(x) * floor(|x|).
+  local function trunc(x)
+    if tide.trunc then return tide.trunc(x) end
+    return x:sign() * x:abs():floor()
+  end
+  --- frac(x): the fractional part x - trunc(x), with x's sign.
+  define("frac", function(x) need_tensor(x, "frac"); return x - trunc(x) end, true)
+  methods.frac_ = methods.frac_ or function(x) return x:sub_(trunc(x)) end
+
+  --- xlogy(x, y): x * log(y), 0 where x is 0 (even for y 0 or inf), NaN where y is NaN.
+  define("xlogy", function(x, y)
+    if not is_tensor(x) and not is_tensor(y) then fail("xlogy: at least one argument must be a tensor") end
+    x, y = operand(x, "xlogy", 1), operand(y, "xlogy", 2)
+    local zero = x:eq(0)
+    local r = tide.where(zero, 0, x * tide.where(zero, 1, y):log())
+    if y:is_floating_point() then r = tide.where(y:ne(y), y, r) end
+    return r
+  end, true)
+
+  --- heaviside(x, values): 0 where x < 0, values where x == 0, 1 where x > 0.
+  define("heaviside", function(x, values)
+    need_tensor(x, "heaviside", 1)
+    values = operand(values, "heaviside", 2)
+    if is_tensor(values) and values:dim() > 0 and values:dtype() ~= x:dtype() then
+      fail(fmt("heaviside: input and values must have the same dtype, got %s and %s", x:dtype(), values:dtype()))
+    end
+    return tide.where(x:eq(0), values, x:gt(0):to(x:dtype()))
+  end, true)
+
+  -- log(exp(a) + exp(b)) in base e (scale 1) or 2 (scale ln 2), without overflow.
+  local function logaddexp_fn(name, scale)
+    return function(a, b)
+      if not is_tensor(a) and not is_tensor(b) then fail(name .. ": at least one argument must be a tensor") end
+      a, b = operand(a, name, 1), operand(b, name, 2)
+      local d = (a - b):abs()
+      local r = tide.maximum(a, b) + (d * -scale):exp():log1p() / scale
+      -- equal inputs (infinities included): a + log(2), half the gradient to each
+      return tide.where(a:eq(b), (a + b) * 0.5 + LN2 / scale, r)
+    end
+  end
+  --- logaddexp(a, b): log(exp(a) + exp(b)); logaddexp2(a, b): log2(2^a + 2^b).
+  define("logaddexp", logaddexp_fn("logaddexp", 1), true)
+  define("logaddexp2", logaddexp_fn("logaddexp2", LN2), true)
+
+  --- hypot(a, b): sqrt(a^2 + b^2), the squares taken in float64 so that they do
+  -- not overflow float32 or float16 (in float64 itself, above 1e154).
+  define("hypot", function(a, b)
+    if not is_tensor(a) and not is_tensor(b) then fail("hypot: at least one argument must be a tensor") end
+    local dt = float_result(a, b)
+    for i, v in ipairs { a, b } do
+      if not is_tensor(v) and type(v) ~= "number" then
+        fail(fmt("hypot: argument %d must be a tensor or a number, got %s", i, type(v)))
+      end
+    end
+    if dt ~= "float64" then   -- a number stays one: a 0-d float64 tensor would be on the host
+      if is_tensor(a) then a = a:double() end
+      if is_tensor(b) then b = b:double() end
+    end
+    local r = (a * a + b * b):sqrt()
+    return dt ~= "float64" and r:to(dt) or r
+  end, true)
+
+  --- fmax(a, b), fmin: the elementwise maximum/minimum, taking the number where one is NaN.
+  local function nan_ignoring(name, f)
+    return function(a, b)
+      if not is_tensor(a) and not is_tensor(b) then fail(name .. ": at least one argument must be a tensor") end
+      a, b = operand(a, name, 1), operand(b, name, 2)
+      return tide.where(a:ne(a), b, tide.where(b:ne(b), a, f(a, b)))
+    end
+  end
+  define("fmax", nan_ignoring("fmax", tide.maximum), true)
+  define("fmin", nan_ignoring("fmin", tide.minimum), true)
+
+  --- deg2rad(x), rad2deg(x): angles converted (floating-point).
+  define("deg2rad", function(x) return need_tensor(x, "deg2rad") * (math.pi / 180) end, true)
+  define("rad2deg", function(x) return need_tensor(x, "rad2deg") * (180 / math.pi) end, true)
+  methods.deg2rad_ = methods.deg2rad_ or function(x) return x:mul_(math.pi / 180) end
+  methods.rad2deg_ = methods.rad2deg_ or function(x) return x:mul_(180 / math.pi) end
+
+  --- diff(x, n, dim, prepend, append): the n-th forward difference along dim
+  -- (default 1 and -1), after prepend and append are joined to x along dim.
+  -- Bool tensors give logical_xor of neighbours, as in PyTorch.
+  -- @usage tide.diff(x, 1, -1, tide.zeros(3, 1))
+  define("diff", function(x, n, dim, prepend, append)
+    need_tensor(x, "diff")
+    if x:dim() == 0 then fail("diff: expected a tensor of at least 1 dimension, got 0") end
+    n = need_int(n == nil and 1 or n, "diff", "n", 0)
+    local d = wrap_dim(x:dim(), dim or -1, "diff")
+    local parts = {}
+    for _, p in ipairs { { prepend, "prepend" }, { x }, { append, "append" } } do
+      local t, what = p[1], p[2]
+      if t ~= nil then
+        if what and not is_tensor(t) then fail(fmt("diff: %s must be a tensor, got %s", what, type(t))) end
+        if what and t:dim() ~= x:dim() then
+          fail(fmt("diff: %s must have the same number of dimensions as the input (%d), got %d", what, x:dim(), t:dim()))
+        end
+        parts[#parts + 1] = t
+      end
+    end
+    local y = #parts > 1 and tide.cat(parts, d) or x
+    local is_bool = y:dtype() == "bool"
+    for _ = 1, n do
+      local len = y:size(d)
+      if len == 0 then break end
+      local hi, lo = y:narrow(d, 2, len - 1), y:narrow(d, 1, len - 1)
+      y = is_bool and hi:ne(lo) or hi - lo
+    end
+    return y
+  end, true)
+
+  --- cross(a, b, dim): the cross product of 3-vectors along dim (default: the
+  -- first dim of size 3), a and b broadcast together.
+  define("cross", function(a, b, dim)
+    need_tensor(a, "cross", 1); need_tensor(b, "cross", 2)
+    local ab = broadcast_tensors(a, b)
+    a, b = ab[1], ab[2]
+    local d
+    if dim == nil then
+      for i = 1, a:dim() do if a:size(i) == 3 then d = i; break end end
+      if not d then fail(fmt("cross: no dimension of size 3 in shape %s", shape_str(a:shape()))) end
+    else
+      d = wrap_dim(a:dim(), dim, "cross")
+      if a:size(d) ~= 3 then fail(fmt("cross: dimension %d must have size 3, got %d", d, a:size(d))) end
+    end
+    local a1, a2, a3 = a:narrow(d, 1, 1), a:narrow(d, 2, 1), a:narrow(d, 3, 1)
+    local b1, b2, b3 = b:narrow(d, 1, 1), b:narrow(d, 2, 1), b:narrow(d, 3, 1)
+    return tide.cat({ a2 * b3 - a3 * b2, a3 * b1 - a1 * b3, a1 * b2 - a2 * b1 }, d)
+  end, true)
+
+  --- kron(a, b): the Kronecker product; the shorter shape is padded with leading 1s.
+  define("kron", function(a, b)
+    need_tensor(a, "kron", 1); need_tensor(b, "kron", 2)
+    local k = max(a:dim(), b:dim())
+    if k > 4 then fail(fmt("kron: at most 4 dimensions are supported, got %d", k)) end
+    local sa, sb = a:shape(), b:shape()
+    while #sa < k do table.insert(sa, 1, 1) end
+    while #sb < k do table.insert(sb, 1, 1) end
+    local va, vb, out = {}, {}, {}
+    for i = 1, k do
+      va[2 * i - 1], va[2 * i] = sa[i], 1
+      vb[2 * i - 1], vb[2 * i] = 1, sb[i]
+      out[i] = sa[i] * sb[i]
+    end
+    return (a:reshape(va) * b:reshape(vb)):reshape(out)
+  end, true)
+
+  --- tensordot(a, b, dims): the sum of products over the last `dims` dims of a
+  -- and the first of b (default 2), or over the dims {{a dims}, {b dims}}.
+  -- @usage tide.tensordot(a, b, { { 2, 3 }, { 1, 2 } })
+  local function tensordot(a, b, dims)
+    need_tensor(a, "tensordot", 1); need_tensor(b, "tensordot", 2)
+    local na, nb = a:dim(), b:dim()
+    local ca, cb = {}, {}
+    if dims == nil then dims = 2 end
+    if type(dims) == "number" then
+      need_int(dims, "tensordot", "dims", 0)
+      if dims > na or dims > nb then
+        fail(fmt("tensordot: dims (%d) must be at most the dimensions of both tensors (%d and %d)", dims, na, nb))
+      end
+      for i = 1, dims do ca[i], cb[i] = na - dims + i, i end
+    elseif type(dims) == "table" and #dims == 2 then
+      local da, db = int_list(dims[1], "tensordot", "dims"), int_list(dims[2], "tensordot", "dims")
+      if #da ~= #db then
+        fail(fmt("tensordot: both dims lists must have the same length, got %d and %d", #da, #db))
+      end
+      for i = 1, #da do ca[i], cb[i] = wrap_dim(na, da[i], "tensordot"), wrap_dim(nb, db[i], "tensordot") end
+    else
+      fail("tensordot: dims must be a number or a table {dims of a, dims of b}")
+    end
+    local used_a, used_b = {}, {}
+    local K = 1
+    for i = 1, #ca do
+      if used_a[ca[i]] or used_b[cb[i]] then fail("tensordot: a dimension is contracted twice") end
+      used_a[ca[i]], used_b[cb[i]] = true, true
+      if a:size(ca[i]) ~= b:size(cb[i]) then
+        fail(fmt("tensordot: contracted dimension %d of a has size %d but dimension %d of b has size %d",
+          ca[i], a:size(ca[i]), cb[i], b:size(cb[i])))
+      end
+      K = K * a:size(ca[i])
+    end
+    local pa, pb, out, M, N = {}, {}, {}, 1, 1
+    for d = 1, na do if not used_a[d] then pa[#pa + 1] = d; out[#out + 1] = a:size(d); M = M * a:size(d) end end
+    for i = 1, #ca do pa[#pa + 1] = ca[i]; pb[i] = cb[i] end
+    for d = 1, nb do if not used_b[d] then pb[#pb + 1] = d; out[#out + 1] = b:size(d); N = N * b:size(d) end end
+    if na > 0 then a = a:permute(pa) end
+    if nb > 0 then b = b:permute(pb) end
+    return a:reshape(M, K):mm(b:reshape(K, N)):reshape(out)
+  end
+  define("tensordot", tensordot)
+
+  -- -- einsum -------------------------------------------------------------------------
+
+  -- The letters of one side of an einsum term, with "..." as the placeholders
+  -- "0".."9" of its (right-aligned) ellipsis dims; nil when the term has no "...".
+  local function einsum_term(term, what)
+    local rest = term:gsub("%.%.%.", "", 1)
+    if not rest:match("^%a*$") then
+      fail(fmt("einsum: invalid subscripts '%s' in %s (use letters and at most one '...')", term, what))
+    end
+    local pre, post = term:match("^(%a*)%.%.%.(%a*)$")
+    return pre or term, post, #rest
+  end
+
+  --- einsum(equation, a, b, ...): sums of products named by subscripts, as
+  -- torch.einsum: "ij,jk->ik" (matmul), "ii->i" (diagonal), "ii" (trace),
+  -- "bij,bjk->bik", "...ij->...ji"; without "->", the letters used once, in
+  -- alphabetical order. Operands are combined left to right by bmm; dims of
+  -- size 1 broadcast. The tensors may also come as one table.
+  -- @usage local c = tide.einsum("ij,jk->ik", a, b)
+  define("einsum", function(eq, ...)
+    if type(eq) ~= "string" then fail("einsum: argument 1 must be an equation string, got " .. type(eq)) end
+    local ops = { ... }
+    if #ops == 1 and type(ops[1]) == "table" and not is_tensor(ops[1]) then ops = ops[1] end
+    for i = 1, #ops do
+      if not is_tensor(ops[i]) then fail(fmt("einsum: operand %d must be a tensor, got %s", i, type(ops[i]))) end
+    end
+    eq = eq:gsub("%s", "")
+    local lhs, rhs = eq:match("^(.-)%->(.*)$")
+    lhs = lhs or eq
+    local terms = {}
+    for term in (lhs .. ","):gmatch("([^,]*),") do terms[#terms + 1] = term end
+    if #terms ~= #ops then
+      fail(fmt("einsum: the equation has %d operands but %d tensors were given", #terms, #ops))
+    end
+    -- letters of each operand, ellipsis dims as "0".."9" aligned to the right
+    local parsed, maxe = {}, 0
+    for i, term in ipairs(terms) do
+      local pre, post, nl = einsum_term(term, "operand " .. i)
+      local nd = ops[i]:dim()
+      local e = post and nd - nl or 0
+      if (post and e < 0) or (not post and nl ~= nd) then
+        fail(fmt("einsum: operand %d has %d dimensions but its subscripts '%s' name %d", i, nd, term, nl))
+      end
+      parsed[i] = { pre, post or "", e }
+      maxe = max(maxe, e)
+    end
+    local function ell(e)
+      local r = ""
+      for j = maxe - e + 1, maxe do r = r .. string.char(47 + j) end
+      return r
+    end
+    local letters, count, size, where = {}, {}, {}, {}
+    for i, p in ipairs(parsed) do
+      local str, L = p[1] .. ell(p[3]) .. p[2], {}
+      for k = 1, #str do
+        local l = str:sub(k, k)
+        L[k] = l
+        count[l] = (count[l] or 0) + 1
+        local n = ops[i]:size(k)
+        local name = l:match("%d") and "'...'" or "'" .. l .. "'"
+        if size[l] and size[l] ~= n and (where[l] == i or (size[l] ~= 1 and n ~= 1)) then
+          if where[l] == i then
+            fail(fmt("einsum: subscript %s is repeated in operand %d with sizes %d and %d", name, i, size[l], n))
+          end
+          fail(fmt("einsum: subscript %s has size %d in operand %d but %d in operand %d", name, size[l], where[l], n, i))
+        end
+        if not size[l] or size[l] == 1 then size[l], where[l] = n, i end
+      end
+      letters[i] = L
+    end
+    local out = {}
+    if rhs then
+      local pre, post = einsum_term(rhs, "the output")
+      local str = pre .. (post and ell(maxe) .. post or "")
+      for k = 1, #str do
+        local l = str:sub(k, k)
+        if not count[l] then fail(fmt("einsum: output subscript '%s' does not appear in the inputs", l)) end
+        for j = 1, #out do
+          if out[j] == l then fail(fmt("einsum: subscript '%s' appears more than once in the output", l)) end
+        end
+        out[#out + 1] = l
+      end
+    else
+      local once = {}
+      for l, c in pairs(count) do if c == 1 and l:match("%a") then once[#once + 1] = l end end
+      table.sort(once)
+      local e = ell(maxe)
+      for k = 1, #e do out[#out + 1] = e:sub(k, k) end
+      for _, l in ipairs(once) do out[#out + 1] = l end
+    end
+    local in_out = {}
+    for _, l in ipairs(out) do in_out[l] = true end
+
+    -- a repeated letter within an operand takes the diagonal of its dims
+    local xs = {}
+    for i, x in ipairs(ops) do
+      local L = letters[i]
+      local again = true
+      while again do
+        again = false
+        for p = 1, #L do
+          for q = p + 1, #L do
+            if L[p] == L[q] then
+              local l = L[p]
+              x = diagonal(x, 0, p, q)
+              table.remove(L, q); table.remove(L, p)
+              L[#L + 1] = l
+              again = true
+              break
+            end
+          end
+          if again then break end
+        end
+      end
+      xs[i] = x
+    end
+    -- sums out the letters of x that `keep` lacks
+    local function reduce(x, L, keep)
+      local dims, R = {}, {}
+      for p, l in ipairs(L) do
+        if keep[l] then R[#R + 1] = l else dims[#dims + 1] = p end
+      end
+      if #dims > 0 then x = x:sum(dims) end
+      return x, R
+    end
+    local function later(from, extra)
+      local k = {}
+      for l in pairs(in_out) do k[l] = true end
+      for j = from, #xs do for _, l in ipairs(letters[j]) do k[l] = true end end
+      if extra then for _, l in ipairs(extra) do k[l] = true end end
+      return k
+    end
+    local acc, La = xs[1], letters[1]
+    for i = 2, #xs do
+      acc, La = reduce(acc, La, later(i))
+      local b, Lb = reduce(xs[i], letters[i], later(i + 1, La))
+      local keep = later(i + 1)
+      local pos_a, pos_b = {}, {}
+      for p, l in ipairs(La) do pos_a[l] = p end
+      for p, l in ipairs(Lb) do pos_b[l] = p end
+      local batch, con, fa, fb = {}, {}, {}, {}
+      for _, l in ipairs(La) do
+        if pos_b[l] then
+          if keep[l] then batch[#batch + 1] = l else con[#con + 1] = l end
+        else fa[#fa + 1] = l end
+      end
+      for _, l in ipairs(Lb) do if not pos_a[l] then fb[#fb + 1] = l end end
+      -- size-1 dims broadcast against the other operand's
+      local sa, sb = acc:shape(), b:shape()
+      for _, l in ipairs(batch) do local n = max(sa[pos_a[l]], sb[pos_b[l]]); sa[pos_a[l]], sb[pos_b[l]] = n, n end
+      for _, l in ipairs(con) do local n = max(sa[pos_a[l]], sb[pos_b[l]]); sa[pos_a[l]], sb[pos_b[l]] = n, n end
+      if #sa > 0 then acc = acc:expand(sa) end
+      if #sb > 0 then b = b:expand(sb) end
+      local function group(list, pos, s)
+        local perm, n, sz = {}, 1, {}
+        for _, l in ipairs(list) do perm[#perm + 1] = pos[l]; n = n * s[pos[l]]; sz[#sz + 1] = s[pos[l]] end
+        return perm, n, sz
+      end
+      local pbA, nb, szb = group(batch, pos_a, sa)
+      local pfa, nfa, szfa = group(fa, pos_a, sa)
+      local pc, nc = group(con, pos_a, sa)
+      local pbB = group(batch, pos_b, sb)
+      local pcB = group(con, pos_b, sb)
+      local pfb, nfb, szfb = group(fb, pos_b, sb)
+      local permA, permB = {}, {}
+      for _, t in ipairs { pbA, pfa, pc } do for _, p in ipairs(t) do permA[#permA + 1] = p end end
+      for _, t in ipairs { pbB, pcB, pfb } do for _, p in ipairs(t) do permB[#permB + 1] = p end end
+      if #permA > 0 then acc = acc:permute(permA) end
+      if #permB > 0 then b = b:permute(permB) end
+      local shape, L = {}, {}
+      for _, t in ipairs { { batch, szb }, { fa, szfa }, { fb, szfb } } do
+        for k, l in ipairs(t[1]) do L[#L + 1] = l; shape[#shape + 1] = t[2][k] end
+      end
+      acc = acc:reshape(nb, nfa, nc):bmm(b:reshape(nb, nc, nfb)):reshape(shape)
+      La = L
+    end
+    acc, La = reduce(acc, La, in_out)
+    local pos = {}
+    for p, l in ipairs(La) do pos[l] = p end
+    local perm = {}
+    for k, l in ipairs(out) do perm[k] = pos[l] end
+    if #perm > 1 then acc = acc:permute(perm) end
+    return acc
+  end)
+end
