@@ -1,6 +1,7 @@
 -- tide.jit: captured training steps give the eager results bit for bit,
 -- recapture and its explanation, the errors of what cannot be captured,
--- numbers as graph inputs, static arguments, state bound by reference.
+-- numbers as graph inputs, static arguments, state bound by reference, one
+-- tensor read through several view chains.
 local tide = require "tide"
 local H = require "spec.helpers"
 local nn, F = tide.nn, tide.nn.functional
@@ -39,6 +40,25 @@ local function same_training(build, data)
   assert.are.same(l1, l2)
   for i = 1, #p1 do assert.are.equal(0, (p1[i] - p2[i]):abs():max():item(), "parameter " .. i) end
   return f
+end
+
+-- Calls fn compiled (a warm-up call, the capture, two replays), replaying as one
+-- task and node by node, and asserts that every call returns what fn returns
+-- eagerly on args, bit for bit. Returns the first compiled function.
+local function same_as_eager(fn, args)
+  local want = { fn(unpack(args)) }
+  local first
+  for _, opts in ipairs { {}, { passes = { plan = false } } } do
+    local f = tide.jit.compile(fn, opts)
+    for call = 1, 4 do
+      local got = { f(unpack(args)) }
+      assert.are.equal(#want, #got)
+      for i = 1, #want do H.equal(got[i], want[i], string.format("call %d, result %d", call, i)) end
+    end
+    assert.are.equal(2, f:stats().replays)
+    first = first or f
+  end
+  return first
 end
 
 describe("jit.compile", function()
@@ -218,6 +238,114 @@ describe("jit.compile", function()
     assert.are.equal(8, counts.none)       -- exp, mul, mul, sin, mul, sin, mul, add
     assert.has_error(function() tide.jit.compile(fn, { passes = { unroll = false } }) end,
       "jit.compile: unknown pass 'unroll' (dce, cse, fuse, fold, simplify, plan)")
+  end)
+
+  it("replays one captured tensor read through two view chains that differ in shape alone", function()
+    tide.manual_seed(1)
+    local w = tide.randn(2, 2, 3, 3)
+    local f = same_as_eager(function(x)
+      return x * w:unsqueeze(1):sum() + x * w:view(2, 2, 9):narrow(3, 1, 3):unsqueeze(3):sum()
+    end, { tide.randn(3) })
+    local _, views = f:graph():gsub("= view%(", "")
+    assert.are.equal(3, views)   -- unsqueeze(1), view(2,2,9) and unsqueeze(3): none merged
+    same_as_eager(function(x)    -- merged, the slice would clamp to the wrong view and sum silently
+      return x * w:unsqueeze(1):sum() + x * w:view(4, 9):narrow(2, 2, 3):sum()
+    end, { tide.randn(3) })
+  end)
+
+  it("replays a tensor through three chains, chains that differ in a later step, and expands", function()
+    tide.manual_seed(2)
+    local w, v = tide.randn(2, 2, 3, 3), tide.randn(3, 1)
+    same_as_eager(function(x)
+      local a = w:unsqueeze(1):sum(1)                         -- [2,2,3,3]
+      local b = w:view(4, 9):narrow(2, 2, 3)                  -- [4,3]
+      local c = w:reshape(36):narrow(1, 5, 12):view(3, 4)     -- [3,4]
+      return a * x, b * x, c:t():contiguous()
+    end, { tide.randn(3) })
+    same_as_eager(function(x)
+      local a = w:view(4, 9):view(36)                         -- the first step shared, the second not
+      local b = w:view(4, 9):view(6, 6)
+      local c = v:unsqueeze(1):expand(2, 3, 4)
+      local d = v:unsqueeze(1):expand(5, 3, 4)                -- expands differing in their shape alone
+      local e = v:expand(3, 2)
+      return a:sum() * x, b:sum(2), c:sum(1), d:sum(1) + x:view(1, 4), e + 1
+    end, { tide.randn(4) })
+  end)
+
+  it("replays a view of a view used twice, and shares a chain that repeats", function()
+    tide.manual_seed(3)
+    local w = tide.randn(2, 2, 3, 3)
+    same_as_eager(function(x)
+      local vv = w:view(4, 9):narrow(1, 2, 2)                 -- [2,9], a view of a view
+      return vv * x, vv:view(18):sum(), vv:unsqueeze(2):sum(3), vv:t():sum(2)
+    end, { tide.randn(9) })
+    local function fn(x) return w:view(4, 9):sum(1) * x + w:view(4, 9):sum(1) end
+    local f = same_as_eager(fn, { tide.randn(9) })
+    local _, views = f:graph():gsub("= view%(", "")
+    assert.are.equal(1, views)                                -- the same chain: merged
+    local unmerged = tide.jit.compile(fn, { warmup = 0, passes = { cse = false } })
+    unmerged(tide.randn(9))
+    _, views = unmerged:graph():gsub("= view%(", "")
+    assert.are.equal(2, views)
+  end)
+
+  it("replays a graph argument read through different view chains", function()
+    tide.manual_seed(4)
+    same_as_eager(function(x, y)
+      local a = x:unsqueeze(1) * y:view(12, 1)                -- [12,12]
+      local b = x:view(2, 6):narrow(2, 2, 4):unsqueeze(3)     -- [2,4,1]
+      local c = x:view(3, 4):t():reshape(12)
+      return a:sum(1), b * y:view(1, 1, 12), c + x, x:expand(2, 12):sum(1)
+    end, { tide.randn(12), tide.randn(12) })
+  end)
+
+  it("trains a parameter read through several views with the eager gradients, bit for bit", function()
+    -- with an optimizer step, which writes the parameter in place, and with gradients alone
+    local function run(compiled, with_opt)
+      tide.manual_seed(5)
+      local p = tide.randn(2, 3, 4, { requires_grad = true })
+      local opt = tide.optim.SGD({ p }, { lr = 0.1, momentum = 0.9 })
+      local function step(x)
+        local a = p:view(6, 4):matmul(x)                                   -- [6]
+        local b = p:unsqueeze(1):narrow(4, 2, 2):reshape(2, 6)             -- [2,6]
+        local c = p:permute(3, 1, 2):reshape(4, 6)                         -- [4,6]
+        local loss = (a * a):sum() + (b * b):sum() + (c:t():matmul(x) * a):sum()
+        opt:zero_grad()
+        loss:backward()
+        if with_opt then opt:step() end
+        return loss, p.grad:clone()
+      end
+      local f = compiled and tide.jit.compile(step) or step
+      local losses, grads = {}, {}
+      for i = 1, 6 do
+        tide.manual_seed(10 + i)
+        losses[i], grads[i] = f(tide.randn(4))
+      end
+      return losses, grads, p, f
+    end
+    for _, with_opt in ipairs { true, false } do
+      local l1, g1, p1 = run(false, with_opt)
+      local l2, g2, p2, f = run(true, with_opt)
+      for i = 1, #l1 do
+        H.equal(l2[i], l1[i], "loss " .. i)
+        H.equal(g2[i], g1[i], "gradient " .. i)
+      end
+      H.equal(p2, p1)
+      assert.are.equal(4, f:stats().replays)
+    end
+  end)
+
+  it("keeps creation ops that differ in their device alone apart", function()
+    local function fn(x) return x + tide.ones(3, { device = "cpu" }), tide.ones(3, { device = "cpu:1" }) * 2 end
+    for _, passes in ipairs { {}, { fold = false } } do   -- folded into constants, or replayed
+      local f = tide.jit.compile(fn, { passes = passes })
+      for _ = 1, 4 do
+        local a, b = f(tide.ones(3, { device = "cpu" }))
+        H.equal(a, { 2, 2, 2 })
+        H.equal(b, { 2, 2, 2 })
+        assert.are.equal("cpu:1", b:device())
+      end
+    end
   end)
 
   it("keeps what replays must do though nothing reads it: in-place updates, gradients, random draws", function()

@@ -2,8 +2,9 @@
  * expression replayed on new arguments, in-place updates of a tensor bound by
  * reference, a value read refused during capture, argument checks at replay,
  * queued replays of one graph on different arguments (each bound to its own),
- * independent ops of one wave run at once across the pool, and replays from
- * two threads at once (each with its own graph). */
+ * independent ops of one wave run at once across the pool, replays from
+ * two threads at once (each with its own graph), and views of one tensor
+ * that differ in their shape alone kept apart by the passes. */
 #include "tide.h"
 #include "check.h"
 
@@ -122,7 +123,41 @@ static void parallel_wave(void) {
     tide_tensor_release(x);
 }
 
+/* Reshapes and expands keep their shape in their result, not in their params:
+ * CSE merges two of one tensor only where the shapes agree too. */
+static void views_apart(void) {
+    double        d[6] = {1, 2, 3, 4, 5, 6};
+    int64_t       six = 6, s23[2] = {2, 3}, s32[2] = {3, 2}, s61[2] = {6, 1}, s64[2] = {6, 4};
+    tide_tensor * x = tide_tensor_from_doubles(d, 1, &six, TIDE_DTYPE_F32);
+    tide_graph *  g = tide_graph_capture_begin();
+    CHECK(g != NULL && tide_graph_add_arg(g, x) == TIDE_OK);
+    tide_tensor * a = tide_tensor_view(x, 2, s23), * b = tide_tensor_view(x, 2, s32), * c = tide_tensor_view(x, 2, s23);
+    tide_tensor * col = tide_tensor_view(x, 2, s61), * e = tide_tensor_expand(col, 2, s64);
+    tide_tensor * f = tide_tensor_expand(col, 2, s61);
+    tide_tensor * r[5] = {op("neg", a, NULL, NULL), op("neg", b, NULL, NULL), op("exp", c, NULL, NULL),
+                          op("neg", e, NULL, NULL), op("neg", f, NULL, NULL)};
+    for (int i = 0; i < 5; i++) CHECK(tide_graph_add_output(g, r[i]) == TIDE_OK);
+    CHECK(tide_graph_capture_end(g, NULL, 0) == TIDE_OK);
+    CHECK(tide_graph_optimize(g, TIDE_GRAPH_PASS_ALL, NULL) == TIDE_OK);
+    const char * text = tide_graph_describe(g);
+    int views = 0;
+    for (const char * p = text; (p = strstr(p, "= view(")) != NULL; p++) views++;
+    CHECK(views == 3);   /* [2,3] (c is a again), [3,2], [6,1] */
+    tide_tensor * out[5] = {NULL};
+    CHECK(tide_graph_replay(g, &x, 1, out) == TIDE_OK);
+    const int64_t * want[5] = {s23, s32, s23, s64, s61};
+    for (int i = 0; i < 5; i++) {
+        CHECK(out[i] && out[i]->ndim == 2 && !memcmp(out[i]->sizes, want[i], sizeof s23));
+        CHECK(out[i] && fabs(at(out[i], out[i]->nelem - 1) - (i == 2 ? exp(6.0) : -6)) < 1e-3);
+        tide_tensor_release(out[i]), tide_tensor_release(r[i]);
+    }
+    tide_graph_release(g);
+    tide_tensor_release(a), tide_tensor_release(b), tide_tensor_release(c);
+    tide_tensor_release(col), tide_tensor_release(e), tide_tensor_release(f), tide_tensor_release(x);
+}
+
 int main(void) {
+    views_apart();
     queued_replays();
     parallel_wave();
     tide_tensor * w = vec(2, 3), * x = vec(0, 1);
