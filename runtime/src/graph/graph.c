@@ -518,7 +518,7 @@ int32_t tide_graph_num_args(const tide_graph * g) { return g->n_args; }
 
 /* -- replay ------------------------------------------------------------------------------------ */
 
-tide_tensor * tide_graph_make_view(const tide_gnode * n, const tide_gvalue * v, tide_tensor * src) {
+static tide_tensor * make_view(const tide_gnode * n, const tide_gvalue * v, tide_tensor * src) {
     const int64_t * a = n->p.ints;
     switch (n->op) {
     case TIDE_VIEW_ALIAS:   return tide_tensor_detach(src);
@@ -534,6 +534,19 @@ tide_tensor * tide_graph_make_view(const tide_gnode * n, const tide_gvalue * v, 
     }
     default: return NULL;
     }
+}
+
+tide_tensor * tide_graph_make_view(const tide_gnode * n, const tide_gvalue * v, tide_tensor * src) {
+    tide_tensor * r = make_view(n, v, src);
+    if (!r || (r->ndim == v->ndim && !memcmp(r->sizes, v->sizes, (size_t)v->ndim * sizeof *v->sizes))) return r;
+    /* A slice clamps where a view would fail: a node fed another input than its
+     * own (a pass's mistake) must not pass on a wrong shape silently. */
+    char x[128], y[128], z[128];
+    tide_error_set(TIDE_E_INTERNAL, "jit replay: a %s view of %s made %s where the capture made %s",
+                   tide_graph_node_name(n->kind, n->op), tide_shape_str(src, x, sizeof x),
+                   tide_shape_str(r, y, sizeof y), tide_dims_str(v->ndim, v->sizes, z, sizeof z));
+    tide_tensor_release(r);
+    return NULL;
 }
 
 /* -- fused kernels as engine tasks -- */
