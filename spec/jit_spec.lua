@@ -89,6 +89,36 @@ describe("jit.compile", function()
     end, batches(20, { 2, 4, 8 }, 3))
   end)
 
+  it("replays a step whose backward adds many slices' gradients into one buffer, bit for bit", function()
+    local function run(compiled)
+      tide.manual_seed(3)
+      local w = tide.randn({ 4, 6 }, { requires_grad = true })
+      local u = tide.randn({ 6, 6 }, { requires_grad = true })
+      local opt = tide.optim.SGD({ w, u }, { lr = 0.01 })
+      local function step(x)
+        local g = x:matmul(w)                          -- [5, 3, 6], one slice per step
+        local h = tide.zeros(3, 6)
+        for _, p in ipairs(g:unbind(1)) do h = (p + h:matmul(u)):tanh() end
+        local loss = h:sum() + g:narrow(1, 2, 3):pow(2):mean() + (g * 0.5):mean() + w:select(1, 2):sum()
+        opt:zero_grad()
+        loss:backward()
+        opt:step()
+        return loss
+      end
+      local f = compiled and tide.jit.compile(step) or step
+      local losses = {}
+      tide.manual_seed(9)
+      for i = 1, 6 do losses[i] = f(tide.randn(5, 3, 4)):item() end
+      return losses, w:clone(), u:clone(), f
+    end
+    local l1, w1, u1 = run(false)
+    local l2, w2, u2, f = run(true)
+    assert.are.same(l1, l2)
+    assert.are.equal(0, (w1 - w2):abs():max():item())
+    assert.are.equal(0, (u1 - u2):abs():max():item())
+    assert.are.equal(1, f:stats().captures)
+  end)
+
   it("updates the Lua-visible parameters in place, and sets their gradients", function()
     local m = nn.Linear(3, 1)
     local w = m.weight

@@ -302,20 +302,28 @@ tide_tensor * g_num(tide_grad_ctx * c, double v) {
     return g_keep(c, tide_tensor_scalar(v, v == (double)(int64_t)v ? TIDE_DTYPE_I64 : TIDE_DTYPE_F64));
 }
 
-tide_tensor * g_zeros(tide_grad_ctx * c, const tide_meta * m) {
-    NEED(m);
-    tide_tensor * t = tide_tensor_empty(m->ndim, m->sizes, m->dtype, m->dev);
-    NEED(g_keep(c, t));
+/* Zeros of meta m in *out (+1). */
+static tide_status zeros_of(const tide_meta * m, tide_tensor ** out) {
+    *out = tide_tensor_empty(m->ndim, m->sizes, m->dtype, m->dev);
+    if (!*out) return TIDE_E_OOM;
     tide_op_params p = g_params(m->ndim, m->sizes, 0, 0);
     p.dtype = m->dtype;
     tide_tensor * res[TIDE_OP_MAX_OUT] = {0};
-    tide_status st = tide_op_call(TIDE_OP_full, NULL, 0, &p, res, t);
+    tide_status   st = tide_op_call(TIDE_OP_full, NULL, 0, &p, res, *out);
+    tide_tensor_release(res[0]);
+    if (st != TIDE_OK) tide_tensor_release(*out), *out = NULL;
+    return st;
+}
+
+tide_tensor * g_zeros(tide_grad_ctx * c, const tide_meta * m) {
+    NEED(m);
+    tide_tensor * t  = NULL;
+    tide_status   st = zeros_of(m, &t);
     if (st != TIDE_OK) {
         c->st = st;
         return NULL;
     }
-    tide_tensor_release(res[0]);
-    return t;
+    return g_keep(c, t);
 }
 
 tide_tensor * g_reshape(tide_grad_ctx * c, tide_tensor * t, int32_t ndim, const int64_t * sizes) {
@@ -461,13 +469,16 @@ typedef struct {
     int32_t              n_in;
     tide_tensor * const * inputs;
     tide_tensor **       results;
+    bool *               results_own;   /* as tide_node's gown, for results */
     bool                 retain;
 } walk_req;
 
-/* Adds g (+1, taken) into *slot. */
-static tide_status accumulate(tide_tensor ** slot, tide_tensor * g) {
+/* Adds g (+1, taken) into *slot; *own says whether the walk made *slot, so
+ * that nothing else sees it and slices may add into it in place (route_part). */
+static tide_status accumulate(tide_tensor ** slot, bool * own, tide_tensor * g) {
     if (!*slot) {
         *slot = g;
+        *own  = false;   /* a rule's result, or a gradient passed through from elsewhere */
         return TIDE_OK;
     }
     tide_tensor * in[2] = {*slot, g}, * res[TIDE_OP_MAX_OUT] = {0};
@@ -476,6 +487,7 @@ static tide_status accumulate(tide_tensor ** slot, tide_tensor * g) {
     if (st != TIDE_OK) return st;
     tide_tensor_release(*slot);
     *slot = res[0];
+    *own  = true;
     return TIDE_OK;
 }
 
@@ -579,16 +591,92 @@ static int32_t captured(const walk_req * r, const tide_tensor * t) {
 
 /* Sends g (+1, taken) along edge e. */
 static tide_status route(const walk_req * r, const tide_edge * e, tide_tensor * g) {
-    if (e->node) return accumulate(&e->node->gbuf[e->nr], g);
+    if (e->node) return accumulate(&e->node->gbuf[e->nr], &e->node->gown[e->nr], g);
     if (r->results) {   /* autograd.grad: only the asked-for leaves get anything */
         int32_t k = captured(r, e->leaf);
         if (k < 0) {
             tide_tensor_release(g);
             return TIDE_OK;
         }
-        return accumulate(&r->results[k], g);
+        return accumulate(&r->results[k], &r->results_own[k], g);
     }
     return accumulate_leaf(e->leaf, g);
+}
+
+/* -- slices: each gradient added into its part of one buffer -------------------------------
+
+   The gradient of a slice is zero outside it. Made as a zero tensor of the whole
+   input and summed with the others, the gradients of L slices of one tensor (an
+   RNN's time steps, unbind, split) would cost O(L * size); instead the first
+   makes a buffer of the input's size and each adds into its own part of it, in
+   place, for O(size) in all. Sums run in the order the walk delivers them, as
+   accumulate's would, so the values are those of the zero-padded sums (up to the
+   sign of a zero: 0 + -0 is 0). */
+
+/* The part of t that slice node n views (+1). */
+static tide_tensor * part_of(const tide_node * n, tide_tensor * t) {
+    const int64_t * a = n->p.ints;   /* dim, start, stop, step (0: select) */
+    return a[3] == 0 ? tide_tensor_select(t, (int32_t)a[0], a[1])
+                     : tide_tensor_slice(t, (int32_t)a[0], a[1], a[2], a[3]);
+}
+
+/* Writes g (borrowed) into n's part of buf: copied when buf is fresh zeros, else added in place. */
+static tide_status add_part(const tide_node * n, tide_tensor * buf, tide_tensor * g, bool fresh) {
+    tide_tensor * v = part_of(n, buf);
+    if (!v) return TIDE_E_OOM;
+    tide_tensor * in[2] = {v, g}, * res[TIDE_OP_MAX_OUT] = {0};
+    tide_status   st = fresh ? tide_op_call(TIDE_OP_copy, &g, 1, NULL, res, v)
+                             : tide_op_call(TIDE_OP_add, in, 2, NULL, res, v);
+    tide_tensor_release(res[0]);
+    tide_tensor_release(v);
+    return st;
+}
+
+/* Routes the gradient of slice node n into its part of the gradient of n's input.
+ * *done false: the slot holds a gradient of another dtype (a root's, given so),
+ * and the general rule (a zero-padded gradient, summed) keeps its promotion. */
+static tide_status route_part(const walk_req * r, tide_node * n, bool * done) {
+    const tide_edge * e = &n->next[0];
+    const tide_meta * m = &n->in[0];
+    tide_tensor **    slot;
+    bool              leaf_own = true, * own = &leaf_own;   /* a leaf's grad is added into in place anyway */
+    *done = true;
+    if (e->node) {
+        slot = &e->node->gbuf[e->nr], own = &e->node->gown[e->nr];
+    } else if (!e->leaf) {
+        return TIDE_OK;
+    } else if (r->results) {
+        int32_t k = captured(r, e->leaf);
+        if (k < 0) return TIDE_OK;
+        slot = &r->results[k], own = &r->results_own[k];
+    } else {
+        slot = &e->leaf->ag_grad;
+    }
+    if (*slot && (*slot)->dtype_id != m->dtype) {
+        *done = false;
+        return TIDE_OK;
+    }
+    tide_tensor * g = tide_tensor_to(n->gbuf[0], m->dtype, m->dev, 0);   /* as a copy into zeros converts */
+    if (!g) return TIDE_E_OOM;
+    tide_status st = TIDE_OK;
+    if (!*slot) {
+        tide_tensor * buf = NULL;
+        if ((st = zeros_of(m, &buf)) == TIDE_OK && (st = add_part(n, buf, g, true)) == TIDE_OK) {
+            *slot = buf, *own = true;
+            if (!e->node && !r->results && TIDE_UNLIKELY(tide_capture != NULL)) tide_graph_on_set_grad(e->leaf, buf);
+        } else {
+            tide_tensor_release(buf);
+        }
+    } else {
+        if (!*own) {   /* someone else's tensor: added into a copy of it, once */
+            tide_tensor * copy = tide_tensor_to(*slot, m->dtype, m->dev, 1);
+            if (!copy) st = TIDE_E_OOM;
+            else tide_tensor_release(*slot), *slot = copy, *own = true;
+        }
+        if (st == TIDE_OK) st = add_part(n, *slot, g, false);
+    }
+    tide_tensor_release(g);
+    return st;
 }
 
 static tide_status process(const walk_req * r, tide_node * n) {
@@ -599,21 +687,25 @@ static tide_status process(const walk_req * r, tide_node * n) {
             const tide_tensor * t = r->inputs[k];
             if (t->ag_node == n && n->gbuf[t->ag_output_nr]) {
                 tide_tensor_retain(n->gbuf[t->ag_output_nr]);
-                TIDE_CHECK(accumulate(&r->results[k], n->gbuf[t->ag_output_nr]));
+                TIDE_CHECK(accumulate(&r->results[k], &r->results_own[k], n->gbuf[t->ag_output_nr]));
             }
         }
     }
     if (!any) return TIDE_OK;
-    tide_grad_ctx c;
-    tide_status   st = run_rule(n, &c);
-    for (int32_t i = 0; i < n->n_in && st == TIDE_OK; i++) {
-        tide_tensor * g = c.gx[i];
-        if (!g || !c.needs[i]) continue;
-        c.gx[i] = NULL;
-        g = fit(g, &n->in[i], node_name(n));
-        st = g ? route(r, &n->next[i], g) : TIDE_E_SHAPE;   /* fit set the message */
+    bool        done = false;
+    tide_status st   = n->op == TIDE_VIEW_SLICE ? route_part(r, n, &done) : TIDE_OK;
+    if (st == TIDE_OK && !done) {
+        tide_grad_ctx c;
+        st = run_rule(n, &c);
+        for (int32_t i = 0; i < n->n_in && st == TIDE_OK; i++) {
+            tide_tensor * g = c.gx[i];
+            if (!g || !c.needs[i]) continue;
+            c.gx[i] = NULL;
+            g = fit(g, &n->in[i], node_name(n));
+            st = g ? route(r, &n->next[i], g) : TIDE_E_SHAPE;   /* fit set the message */
+        }
+        end_rule(&c);
     }
-    end_rule(&c);
     for (int32_t i = 0; i < TIDE_OP_MAX_OUT; i++) {
         tide_tensor_release(n->gbuf[i]);
         n->gbuf[i] = NULL;
@@ -661,7 +753,7 @@ static tide_status walk(int32_t n_roots, tide_tensor * const * roots, tide_tenso
             n->walk_id = id, n->deps = 0;
             if (!list_push(&all, n)) { tide_tensor_release(g); st = TIDE_E_OOM; break; }
         }
-        st = accumulate(&n->gbuf[t->ag_output_nr], g);
+        st = accumulate(&n->gbuf[t->ag_output_nr], &n->gown[t->ag_output_nr], g);
     }
     /* find every node the roots reach and count the edges into each */
     for (int64_t k = 0; k < all.n && st == TIDE_OK; k++) {
@@ -718,7 +810,7 @@ static tide_status check_roots(const char * api, int32_t n, tide_tensor * const 
 tide_status tide_autograd_backward(int32_t n, tide_tensor * const * roots, tide_tensor * const * grads,
                                    int32_t retain_graph) {
     TIDE_CHECK(check_roots("backward", n, roots, grads));
-    walk_req r   = {0, NULL, NULL, retain_graph != 0};
+    walk_req r   = {0, NULL, NULL, NULL, retain_graph != 0};
     int32_t  off = tide_grad_off;
     tide_grad_off = 1;
     pthread_mutex_lock(&walk_lock);
@@ -737,13 +829,16 @@ tide_status tide_autograd_grad(int32_t n, tide_tensor * const * roots, tide_tens
         if (!inputs[k] || !tide_needs_grad(inputs[k]))
             return tide_error_set(TIDE_E_VALUE, "grad: input %d does not require grad", k + 1);
     }
-    walk_req r   = {n_in, inputs, results, retain_graph != 0};
+    bool * own = calloc((size_t)n_in + 1, sizeof *own);
+    if (!own) return tide_error_set(TIDE_E_OOM, "grad: out of memory");
+    walk_req r   = {n_in, inputs, results, own, retain_graph != 0};
     int32_t  off = tide_grad_off;
     tide_grad_off = 1;
     pthread_mutex_lock(&walk_lock);
     tide_status st = walk(n, roots, grads, &r);
     pthread_mutex_unlock(&walk_lock);
     tide_grad_off = off;
+    free(own);
     for (int32_t k = 0; k < n_in && st == TIDE_OK; k++) {
         if (results[k]) {
             tide_meta m;

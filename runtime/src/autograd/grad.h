@@ -61,6 +61,7 @@ struct tide_node {
     uint64_t               walk_id;
     int32_t                deps;
     tide_tensor *          gbuf[TIDE_OP_MAX_OUT];
+    bool                   gown[TIDE_OP_MAX_OUT];   /* gbuf[i] was made by the walk: slices add into it in place */
 };
 
 /* What a rule gets: gy (borrowed; NULL is a zero gradient, only for nodes of
