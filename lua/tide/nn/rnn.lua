@@ -51,21 +51,6 @@ local function gru_step(gi, h, _, w_hh_t, b_hh)
   return n + z * (h - n)
 end
 
--- The seq_len slices of t [seq_len, ...] along dim 1, as views. Autograd's
--- backward of a slice is a zero tensor of the sliced tensor's size, so slicing
--- t directly would cost O(seq_len^2) in the backward; slices of blocks of
--- about sqrt(seq_len) steps cost O(seq_len^1.5).
-local function time_steps(t)
-  local n = t:size(1)
-  local b = math.ceil(math.sqrt(n))
-  local r = {}
-  for s = 1, n, b do
-    local blk = n > b and t:narrow(1, s, math.min(b, n - s + 1)) or t
-    for k = 1, blk:size(1) do r[s + k - 1] = blk:select(1, k) end
-  end
-  return r
-end
-
 -- mode -> gates per hidden unit, the step, and whether b_hh may join b_ih in the input projection
 local MODES = {
   RNN_TANH = { gates = 1, step = rnn_step(function(x) return x:tanh() end), fold_bias = true },
@@ -220,7 +205,7 @@ return function(nn)
         local gi = layer_in:matmul(self["weight_ih" .. sfx]:t())   -- [L, N, G] for all steps at once
         if b_ih then gi = gi + b_ih end
         local w_hh_t = self["weight_hh" .. sfx]:t()
-        local gi_t = time_steps(gi)
+        local gi_t = gi:unbind(1)   -- their gradients add into one buffer (autograd.c)
         local h, c = h0:select(1, idx), c0 and c0:select(1, idx)
         local hs_t = {}
         for s = 1, seq_len do
