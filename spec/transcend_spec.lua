@@ -1,5 +1,7 @@
 -- transcend_spec: the transcendental elementwise ops (exp, log, log1p, expm1,
--- sqrt, rsqrt, sin, cos, tanh, sigmoid, gelu, silu, reciprocal) against a
+-- sqrt, rsqrt, sin, cos, tanh, sigmoid, gelu, silu, reciprocal; tan, asin,
+-- acos, atan, sinh, cosh, asinh, acosh, atanh, erf, erfc, erfinv, log2,
+-- log10, exp2) against a
 -- float64 reference computed here in plain Lua, over a sweep of values with
 -- the special ones (zeros, denormals, huge, inf, NaN), in every layout,
 -- 0-d, empty, integer inputs and the in-place forms.
@@ -27,24 +29,78 @@ local function expm1(x)   -- Kahan
   return (u - 1) * x / math.log(u)
 end
 
--- erfc(a) for a >= 0: Taylor series of erf below 1.5, continued fraction above
 local SQRTPI = math.sqrt(math.pi)
+
+-- erf(a) for 0 <= a < 1.5 by its Taylor series, with full relative accuracy near 0
+local function erf_series(a)
+  local sum, term, k = a, a, 0
+  repeat
+    k = k + 1
+    term = -term * a * a / k
+    local add = term / (2 * k + 1)
+    sum = sum + add
+  until math.abs(add) <= 1e-17 * math.abs(sum)   -- <=: a = 0 ends at once
+  return 2 / SQRTPI * sum
+end
+
+-- erfc(a) for a >= 0: 1 - the series below 1.5, a continued fraction above
 local function erfc_pos(a)
-  if a < 1.5 then
-    local sum, term, k = a, a, 0
-    repeat
-      k = k + 1
-      term = -term * a * a / k
-      local add = term / (2 * k + 1)
-      sum = sum + add
-    until math.abs(add) <= 1e-17 * math.abs(sum)   -- <=: a = 0 ends at once
-    return 1 - 2 / SQRTPI * sum
-  end
+  if a < 1.5 then return 1 - erf_series(a) end
   if a == inf then return 0 end
   -- erfc(a) = exp(-a^2)/sqrt(pi) * 1/(a + (1/2)/(a + 1/(a + (3/2)/(a + ...))))
   local f = a
   for k = 400, 1, -1 do f = a + (k / 2) / f end
   return math.exp(-a * a) / SQRTPI / f
+end
+
+local function erf(x)
+  if x ~= x then return x end
+  local a = math.abs(x)
+  local r = a < 1.5 and erf_series(a) or 1 - erfc_pos(a)
+  if x < 0 or 1 / x < 0 then return -r end
+  return r
+end
+local function erfc(x)
+  if x ~= x then return x end
+  if x < 0 then return 2 - erfc_pos(-x) end
+  return erfc_pos(x)
+end
+-- erfinv by bisection: on erf below 0.5, on erfc (relative accuracy in the tail) above
+local function erfinv(y)
+  if y ~= y or y > 1 or y < -1 then return nan end
+  if y == 1 then return inf end
+  if y == -1 then return -inf end
+  if y == 0 then return y end
+  local a, lo, hi = math.abs(y), 0, 6
+  for _ = 1, 200 do
+    local mid = 0.5 * (lo + hi)
+    if mid == lo or mid == hi then break end
+    local low = a <= 0.5 and erf_series(mid) < a or a > 0.5 and erfc_pos(mid) > 1 - a
+    if low then lo = mid else hi = mid end
+  end
+  local x = 0.5 * (lo + hi)
+  return y < 0 and -x or x
+end
+local LN2 = math.log(2)
+local function asinh(x)
+  local a = math.abs(x)
+  local r
+  if a > 1e8 then r = math.log(a) + LN2 else r = log1p(a + a * a / (1 + math.sqrt(1 + a * a))) end
+  if x < 0 or 1 / x < 0 then return -r end
+  return r
+end
+local function acosh(x)
+  if x ~= x or x < 1 then return nan end
+  if x > 1e8 then return math.log(x) + LN2 end
+  local t = x - 1
+  return log1p(t + math.sqrt(2 * t + t * t))
+end
+local function atanh(x)
+  if x ~= x or x > 1 or x < -1 then return nan end
+  if x == 1 then return inf end
+  if x == -1 then return -inf end
+  if x == 0 then return x end
+  return 0.5 * log1p(2 * x / (1 - x))
 end
 
 local function phi(x)   -- standard normal CDF
@@ -78,13 +134,29 @@ local REF = {
     return mul_limit(x, sigmoid(2 * math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)))
   end,
   reciprocal = function(x) return 1 / x end,
+  tan = function(x) if x == inf or x == -inf then return nan end return math.tan(x) end,
+  asin = function(x) if x > 1 or x < -1 then return nan end return math.asin(x) end,
+  acos = function(x) if x > 1 or x < -1 then return nan end return math.acos(x) end,
+  atan = math.atan, sinh = math.sinh, cosh = math.cosh,
+  asinh = asinh, acosh = acosh, atanh = atanh, erf = erf, erfc = erfc, erfinv = erfinv,
+  log2 = function(x)
+    if x == inf then return inf end
+    local m, e = math.frexp(x)   -- exact for powers of two
+    if x > 0 and m == 0.5 then return e - 1 end
+    return math.log(x) / LN2
+  end,
+  log10 = math.log10,
+  exp2 = function(x) return 2 ^ x end,
 }
 local OPS = { "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "silu",
-              "gelu", "gelu_tanh", "reciprocal" }
+              "gelu", "gelu_tanh", "reciprocal", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh",
+              "acosh", "atanh", "erf", "erfc", "erfinv", "log2", "log10", "exp2" }
 
 -- float32 tolerance in units of 2^-23 relative (measured worst cases are lower:
--- see transcend.c); float64 results come from libm.
-local ULPS = { gelu = 6, gelu_tanh = 4, sigmoid = 3, silu = 4 }
+-- see transcend.c); float64 results come from libm. The libm-backed ops allow
+-- the CUDA math library's documented bounds too (the suite runs on cuda:0).
+local ULPS = { gelu = 6, gelu_tanh = 4, sigmoid = 3, silu = 4, tan = 4, sinh = 3, cosh = 3, asinh = 3,
+               acosh = 4, atanh = 3, erfc = 5, exp2 = 2, log10 = 2, erfinv = 2 }
 local F32_EPS, F32_TINY = 2 ^ -23, 2 ^ -149
 
 local function apply(op, t)
@@ -265,6 +337,83 @@ describe("transcendental ops", function()
       apply_(op, d)
       check(op, d, dx, "float64", { 6, 4 }, op .. "_ transposed")
     end
+  end)
+
+  it("tan, the inverse and hyperbolic functions, erf and the bases 2 and 10 match hand-computed values", function()
+    local d = "float64"
+    H.close(tide.tensor({ 0, math.pi / 4, -1 }, d):tan(), { 0, 1, -1.5574077246549023 }, 1e-15)
+    H.close(tide.tensor({ 0, 0.5, -1 }, d):asin(), { 0, math.pi / 6, -math.pi / 2 }, 1e-15)
+    H.close(tide.tensor({ 1, 0.5, -1 }, d):acos(), { 0, math.pi / 3, math.pi }, 1e-15)
+    H.close(tide.tensor({ 0, 1, -inf }, d):atan(), { 0, math.pi / 4, -math.pi / 2 }, 1e-15)
+    H.close(tide.tensor({ 0, 1, -2 }, d):sinh(), { 0, 1.1752011936438014, -3.626860407847019 }, 1e-15)
+    H.close(tide.tensor({ 0, 1, -2 }, d):cosh(), { 1, 1.5430806348152437, 3.7621956910836314 }, 1e-15)
+    H.close(tide.tensor({ 0, 1, -2 }, d):asinh(), { 0, 0.881373587019543, -1.4436354751788103 }, 1e-15)
+    H.close(tide.tensor({ 1, 2, 10 }, d):acosh(), { 0, 1.3169578969248166, 2.993222846126381 }, 1e-15)
+    H.close(tide.tensor({ 0, 0.5, -0.9 }, d):atanh(), { 0, 0.5493061443340549, -1.4722194895832204 }, 1e-15)
+    H.close(tide.tensor({ 0, 0.5, -1, 3 }, d):erf(),
+      { 0, 0.5204998778130465, -0.8427007929497149, 0.9999779095030014 }, 1e-15)
+    H.close(tide.tensor({ 0, 0.5, -1, 5 }, d):erfc(),
+      { 1, 0.4795001221869535, 1.8427007929497148, 1.5374597944280349e-12 }, 1e-14)
+    H.close(tide.tensor({ 0, 0.5, -0.9, 0.999, 1 - 1e-12, 1 - 2 ^ -53, 1e-10 }, d):erfinv(),
+      { 0, 0.4769362762044699, -1.1630871536766743, 2.326753765513525, 5.042031898572696,
+        5.8635847487551676, 8.862269254527581e-11 }, 1e-14)
+    H.equal(tide.tensor({ 1, 8, 0.25, 1024 }, d):log2(), { 0, 3, -2, 10 })
+    H.close(tide.tensor({ 1, 1000, 0.01, 2 }, d):log10(), { 0, 3, -2, 0.3010299956639812 }, 1e-15)
+    H.equal(tide.tensor({ 0, 3, -2, 10 }, d):exp2(), { 1, 8, 0.25, 1024 })
+    -- float32 through the same functions
+    H.close(tide.tensor({ 0.5, -0.9 }):erfinv(), { 0.4769362762044699, -1.1630871536766743 }, 2 * F32_EPS)
+    H.equal(tide.tensor({ 8, 0.25 }):log2(), { 3, -2 })
+  end)
+
+  it("tan, the inverse and hyperbolic functions and erf get the special values right", function()
+    local function f(op, x, dtype) return apply(op, tide.tensor({ x }, dtype)):totable()[1] end
+    for _, dt in ipairs { "float32", "float64" } do
+      for _, c in ipairs { { "asin", 1.5 }, { "acos", -1.5 }, { "acosh", 0.5 }, { "atanh", 1.5 }, { "erfinv", 1.5 },
+                           { "erfinv", -1.01 }, { "tan", inf }, { "log2", -1 }, { "log10", -1 } } do
+        local y = f(c[1], c[2], dt)
+        assert.is_true(y ~= y, c[1] .. "(" .. c[2] .. ") must be nan (" .. dt .. ")")
+      end
+      assert.are.equal(inf, f("erfinv", 1, dt))
+      assert.are.equal(-inf, f("erfinv", -1, dt))
+      assert.are.equal(inf, f("atanh", 1, dt))
+      assert.are.equal(-inf, f("atanh", -1, dt))
+      assert.are.equal(1, f("erf", inf, dt))
+      assert.are.equal(-1, f("erf", -inf, dt))
+      assert.are.equal(2, f("erfc", -inf, dt))
+      assert.are.equal(0, f("erfc", inf, dt))
+      assert.are.equal(inf, f("cosh", -inf, dt))
+      assert.are.equal(-inf, f("sinh", -inf, dt))
+      assert.are.equal(inf, f("sinh", 1000, dt))
+      assert.are.equal(-inf, f("asinh", -inf, dt))
+      assert.are.equal(0, f("acosh", 1, dt))
+      assert.are.equal(-inf, f("log2", 0, dt))
+      assert.are.equal(-inf, f("log10", 0, dt))
+      assert.are.equal(0, f("exp2", -inf, dt))
+      assert.are.equal(inf, f("exp2", 1e4, dt))
+      for _, op in ipairs { "tan", "asin", "atan", "sinh", "asinh", "atanh", "erf", "erfinv" } do
+        assert.are.equal(-inf, 1 / f(op, -0.0, dt), op .. "(-0) must be -0 (" .. dt .. ")")
+      end
+    end
+  end)
+
+  it("trunc rounds toward zero and keeps integer tensors as they are", function()
+    H.equal(tide.tensor({ 2.7, -2.7, 0.5, -0.5, 3, 2 ^ 40 + 0.5, -inf }, "float64"):trunc(),
+      { 2, -2, 0, -0.0, 3, 2 ^ 40, -inf })
+    H.equal(tide.tensor({ 2.7, -2.7, 1e20 }):trunc(), { 2, -2, tide.tensor({ 1e20 }):item() })
+    assert.are.equal(-inf, 1 / tide.tensor({ -0.5 }, "float64"):trunc():item())
+    local y = tide.tensor({ nan }):trunc():item()
+    assert.is_true(y ~= y)
+    for _, dt in ipairs { "int64", "int32", "uint8" } do
+      local t = tide.tensor({ 0, 7, 200 }, dt)
+      assert.are.equal(dt, t:trunc():dtype())
+      H.equal(t:trunc(), { 0, 7, 200 })
+    end
+    local t = tide.tensor({ { 1.5, -1.5 }, { 2.5, -3.75 } }):t()
+    t:trunc_()
+    H.equal(t, { { 1, 2 }, { -1, -3 } })
+    local g = tide.tensor({ 1.5, -2.5 }, "float64"):requires_grad_()
+    g:trunc():sum():backward()
+    H.equal(g.grad, { 0, 0 })   -- piecewise constant, as floor (the gradchecks are autograd_spec's)
   end)
 
   it("reject a bad gelu approximation", function()

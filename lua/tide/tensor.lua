@@ -177,7 +177,9 @@ M.functions = functions
 
 for _, name in ipairs { "neg", "abs", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos",
                         "tanh", "sigmoid", "relu", "silu", "floor", "ceil", "round", "sign",
-                        "reciprocal", "logical_not" } do
+                        "reciprocal", "logical_not", "trunc", "tan", "asin", "acos", "atan",
+                        "sinh", "cosh", "asinh", "acosh", "atanh", "erf", "erfc", "erfinv",
+                        "log2", "log10", "exp2" } do
   local f, f_ = unary_fn(name, op_ids[name])
   functions[name], methods[name], methods[name .. "_"] = f, f, f_
 end

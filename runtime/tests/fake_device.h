@@ -460,7 +460,7 @@ static int fake_device_props(int32_t dev, tide_cuda_props * out) {
 }
 
 /* The ops whose CPU loops the run-time compiled kernels call (fake_cpu_loops). */
-#define FAKE_N_OPS 13
+#define FAKE_N_OPS 14
 #define FAKE_STR_(x) #x
 #define FAKE_STR(x) FAKE_STR_(x)
 
@@ -515,6 +515,9 @@ static const char fake_rtc_prelude[] =
     "}\n"
     "static inline float tide_fake_gelu_backward(float g, float x, bool t) { return fake_run2(t ? 12 : 11, g, x); }\n"
     "static inline double tide_fake_gelu_backward(double g, double x, bool t) { return fake_run2(t ? 12 : 11, g, x); }\n"
+    /* the CUDA math library's erfinv, which C's has not */
+    "static inline float erfinvf(float x) { return fake_run(13, x); }\n"
+    "static inline double erfinv(double x) { return fake_run(13, x); }\n"
     "#define f_exp tide_fake_exp\n#define f_log tide_fake_log\n#define f_log1p tide_fake_log1p\n"
     "#define f_expm1 tide_fake_expm1\n#define f_tanh tide_fake_tanh\n#define f_sigmoid tide_fake_sigmoid\n"
     "#define f_silu tide_fake_silu\n#define f_sin tide_fake_sin\n#define f_cos tide_fake_cos\n"
@@ -528,17 +531,18 @@ static const char fake_rtc_prelude[] =
 extern const tide_ew_loop tide_loops_exp[TIDE_DTYPE_COUNT], tide_loops_log[TIDE_DTYPE_COUNT],
     tide_loops_log1p[TIDE_DTYPE_COUNT], tide_loops_expm1[TIDE_DTYPE_COUNT], tide_loops_tanh[TIDE_DTYPE_COUNT],
     tide_loops_sigmoid[TIDE_DTYPE_COUNT], tide_loops_silu[TIDE_DTYPE_COUNT], tide_loops_sin[TIDE_DTYPE_COUNT],
-    tide_loops_cos[TIDE_DTYPE_COUNT], tide_loops_gelu[TIDE_DTYPE_COUNT], tide_loops_gelu_backward[TIDE_DTYPE_COUNT];
+    tide_loops_cos[TIDE_DTYPE_COUNT], tide_loops_gelu[TIDE_DTYPE_COUNT], tide_loops_gelu_backward[TIDE_DTYPE_COUNT],
+    tide_loops_erfinv[TIDE_DTYPE_COUNT];
 static tide_opcall fake_gelu_calls[2] = {{.p = {.flags = 0}}, {.p = {.flags = 1}}};
 static const void * const fake_cpu_calls[FAKE_N_OPS] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
                                                 &fake_gelu_calls[0], &fake_gelu_calls[1],
-                                                &fake_gelu_calls[0], &fake_gelu_calls[1]};
+                                                &fake_gelu_calls[0], &fake_gelu_calls[1], NULL};
 static const tide_ew_loop (*fake_cpu_loops(void))[2] {
     static tide_ew_loop l[FAKE_N_OPS][2];
     const tide_ew_loop * const ops[FAKE_N_OPS] = {tide_loops_exp,     tide_loops_log,  tide_loops_log1p, tide_loops_expm1,
                                           tide_loops_tanh,    tide_loops_sigmoid, tide_loops_silu, tide_loops_sin,
                                           tide_loops_cos,     tide_loops_gelu, tide_loops_gelu,
-                                          tide_loops_gelu_backward, tide_loops_gelu_backward};
+                                          tide_loops_gelu_backward, tide_loops_gelu_backward, tide_loops_erfinv};
     for (int k = 0; k < FAKE_N_OPS; k++) l[k][0] = ops[k][TIDE_DTYPE_F32], l[k][1] = ops[k][TIDE_DTYPE_F64];
     return (const tide_ew_loop (*)[2])l;
 }

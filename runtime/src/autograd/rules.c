@@ -44,7 +44,35 @@ GRAD(floor, 0) { SET(0, ZEROS(0)); return TIDE_OK; }
 GRAD(ceil, 0) { SET(0, ZEROS(0)); return TIDE_OK; }
 GRAD(round, 0) { SET(0, ZEROS(0)); return TIDE_OK; }
 GRAD(sign, 0) { SET(0, ZEROS(0)); return TIDE_OK; }
+GRAD(trunc, 0) { SET(0, ZEROS(0)); return TIDE_OK; }
 GRAD(reciprocal, SAVE_OUT0) { SET(0, U(neg, B(mul, GY(0), B(mul, OUT(0), OUT(0))))); return TIDE_OK; }
+/* the inverse trigonometric and hyperbolic functions, erf and the log/exp bases:
+ * the textbook derivatives, in PyTorch's forms (acosh's sqrt((x-1)(x+1))) */
+GRAD(tan, SAVE_OUT0) { SET(0, B(mul, GY(0), B(add, NUM(1), B(mul, OUT(0), OUT(0))))); return TIDE_OK; }
+static tide_tensor * one_minus_sq(tide_grad_ctx * c) { return B(sub, NUM(1), B(mul, IN(0), IN(0))); }
+GRAD(asin, SAVE_IN0) { SET(0, B(mul, GY(0), U(rsqrt, one_minus_sq(c)))); return TIDE_OK; }
+GRAD(acos, SAVE_IN0) { SET(0, U(neg, B(mul, GY(0), U(rsqrt, one_minus_sq(c))))); return TIDE_OK; }
+GRAD(atan, SAVE_IN0) { SET(0, B(div, GY(0), B(add, NUM(1), B(mul, IN(0), IN(0))))); return TIDE_OK; }
+GRAD(sinh, SAVE_IN0) { SET(0, B(mul, GY(0), U(cosh, IN(0)))); return TIDE_OK; }
+GRAD(cosh, SAVE_IN0) { SET(0, B(mul, GY(0), U(sinh, IN(0)))); return TIDE_OK; }
+GRAD(asinh, SAVE_IN0) { SET(0, B(mul, GY(0), U(rsqrt, B(add, B(mul, IN(0), IN(0)), NUM(1))))); return TIDE_OK; }
+GRAD(acosh, SAVE_IN0) {
+    SET(0, B(mul, GY(0), U(rsqrt, B(mul, B(sub, IN(0), NUM(1)), B(add, IN(0), NUM(1))))));
+    return TIDE_OK;
+}
+GRAD(atanh, SAVE_IN0) { SET(0, B(div, GY(0), one_minus_sq(c))); return TIDE_OK; }
+static tide_tensor * erf_slope(tide_grad_ctx * c) {   /* 2/sqrt(pi) exp(-x^2) */
+    return B(mul, U(exp, U(neg, B(mul, IN(0), IN(0)))), NUM(1.12837916709551257390));
+}
+GRAD(erf, SAVE_IN0) { SET(0, B(mul, GY(0), erf_slope(c))); return TIDE_OK; }
+GRAD(erfc, SAVE_IN0) { SET(0, U(neg, B(mul, GY(0), erf_slope(c)))); return TIDE_OK; }
+GRAD(erfinv, SAVE_OUT0) {   /* sqrt(pi)/2 exp(y^2) */
+    SET(0, B(mul, GY(0), B(mul, U(exp, B(mul, OUT(0), OUT(0))), NUM(0.88622692545275801365))));
+    return TIDE_OK;
+}
+GRAD(log2, SAVE_IN0) { SET(0, B(div, GY(0), B(mul, IN(0), NUM(0.69314718055994530942)))); return TIDE_OK; }
+GRAD(log10, SAVE_IN0) { SET(0, B(div, GY(0), B(mul, IN(0), NUM(2.30258509299404568402)))); return TIDE_OK; }
+GRAD(exp2, SAVE_OUT0) { SET(0, B(mul, GY(0), B(mul, OUT(0), NUM(0.69314718055994530942)))); return TIDE_OK; }
 GRAD(copy, 0) { SET(0, GY(0)); return TIDE_OK; }
 GRAD(clamp, SAVE_IN0) {   /* passes where min <= x <= max */
     const tide_op_params * p = &c->node->p;

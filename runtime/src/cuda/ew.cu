@@ -115,9 +115,10 @@ __device__ inline int64_t iremainder(int64_t a, int64_t b) {
  * check; the switch on a code that every thread shares costs a few instructions
  * per element of a loop bound by memory. */
 enum : int32_t {
-    NEG, ABS, RELU, FLOOR, CEIL, ROUND, SIGN,                                   /* Unary */
+    NEG, ABS, RELU, FLOOR, CEIL, ROUND, SIGN, TRUNC,                            /* Unary */
     EXP, LOG, LOG1P, EXPM1, SQRT, RSQRT, SIN, COS, TANH, SIGMOID, SILU, GELU,   /* Transcend */
-    GELU_TANH, RECIPROCAL,
+    GELU_TANH, RECIPROCAL, TAN, ASIN, ACOS, ATAN, SINH, COSH, ASINH, ACOSH, ATANH,
+    ERF, ERFC, ERFINV, LOG2, LOG10, EXP2,
     ADD, SUB, MUL, DIV, MAXIMUM, MINIMUM,                                       /* Arith */
     POW, FMOD, REMAINDER, ATAN2, GELU_GRAD, GELU_TANH_GRAD,                     /* Heavy */
     EQ, NE, LT, LE, GT, GE,                                                     /* Cmp */
@@ -137,6 +138,7 @@ struct Unary {
             case FLOOR: return f_floor(a);
             case CEIL:  return f_ceil(a);
             case ROUND: return f_round(a);
+            case TRUNC: return f_trunc(a);
             default:    return f_sign(a);
             }
         } else if constexpr (std::is_signed_v<T>) {
@@ -145,13 +147,13 @@ struct Unary {
             case ABS:  return a < 0 ? wneg(a) : a;
             case RELU: return a > 0 ? a : (T)0;
             case SIGN: return (T)((a > 0) - (a < 0));
-            default:   return a;   /* FLOOR, CEIL, ROUND */
+            default:   return a;   /* FLOOR, CEIL, ROUND, TRUNC */
             }
         } else {
             switch (op) {
             case NEG:  return wneg(a);
             case SIGN: return (T)(a > 0);
-            default:   return a;   /* ABS, RELU, FLOOR, CEIL, ROUND */
+            default:   return a;   /* ABS, RELU, FLOOR, CEIL, ROUND, TRUNC */
             }
         }
     }
@@ -175,6 +177,21 @@ struct Transcend {
         case SILU:      return f_silu(a);
         case GELU:      return f_gelu(a, false);
         case GELU_TANH: return f_gelu(a, true);
+        case TAN:       return f_tan(a);
+        case ASIN:      return f_asin(a);
+        case ACOS:      return f_acos(a);
+        case ATAN:      return f_atan(a);
+        case SINH:      return f_sinh(a);
+        case COSH:      return f_cosh(a);
+        case ASINH:     return f_asinh(a);
+        case ACOSH:     return f_acosh(a);
+        case ATANH:     return f_atanh(a);
+        case ERF:       return f_erf(a);
+        case ERFC:      return f_erfc(a);
+        case ERFINV:    return f_erfinv(a);
+        case LOG2:      return f_log2(a);
+        case LOG10:     return f_log10(a);
+        case EXP2:      return f_exp2(a);
         default:        return f_reciprocal(a);
         }
     }
@@ -943,6 +960,22 @@ const kernel_entry ew_kernels[] = {
     {"silu", k_transcend<SILU>},
     {"gelu", k_gelu},
     {"reciprocal", k_transcend<RECIPROCAL>},
+    {"trunc", k_unary<TRUNC>},
+    {"tan", k_transcend<TAN>},
+    {"asin", k_transcend<ASIN>},
+    {"acos", k_transcend<ACOS>},
+    {"atan", k_transcend<ATAN>},
+    {"sinh", k_transcend<SINH>},
+    {"cosh", k_transcend<COSH>},
+    {"asinh", k_transcend<ASINH>},
+    {"acosh", k_transcend<ACOSH>},
+    {"atanh", k_transcend<ATANH>},
+    {"erf", k_transcend<ERF>},
+    {"erfc", k_transcend<ERFC>},
+    {"erfinv", k_transcend<ERFINV>},
+    {"log2", k_transcend<LOG2>},
+    {"log10", k_transcend<LOG10>},
+    {"exp2", k_transcend<EXP2>},
     {"logical_not", k_logical_not},
     {"copy", k_copy},
     {"clamp", k_clamp},

@@ -28,6 +28,22 @@ MATH1(m_fabs, fabsf, fabs)
 MATH1(m_floor, floorf, floor)
 MATH1(m_ceil, ceilf, ceil)
 MATH1(m_rint, rintf, rint)
+MATH1(m_trunc, truncf, trunc)
+MATH1(m_tan, tanf, tan)
+MATH1(m_asin, asinf, asin)
+MATH1(m_acos, acosf, acos)
+MATH1(m_atan, atanf, atan)
+MATH1(m_sinh, sinhf, sinh)
+MATH1(m_cosh, coshf, cosh)
+MATH1(m_asinh, asinhf, asinh)
+MATH1(m_acosh, acoshf, acosh)
+MATH1(m_atanh, atanhf, atanh)
+MATH1(m_erf, erff, erf)
+MATH1(m_erfc, erfcf, erfc)
+MATH1(m_erfinv, erfinvf, erfinv)
+MATH1(m_log2, log2f, log2)
+MATH1(m_log10, log10f, log10)
+MATH1(m_exp2, exp2f, exp2)
 MATH1(m_exp, expf, exp)
 MATH1(m_log, logf, log)
 MATH1(m_log1p, log1pf, log1p)
@@ -177,6 +193,22 @@ template <typename T> __device__ inline T f_sigmoid(T a) { return sigmoid_of(a);
 template <typename T> __device__ inline T f_silu(T a) { return silu_of(a); }
 template <typename T> __device__ inline T f_gelu(T a, bool approx) { return approx ? gelu_tanh_of(a) : gelu_of(a); }
 template <typename T> __device__ inline T f_reciprocal(T a) { return (T)1 / a; }
+template <typename T> __device__ inline T f_trunc(T a) { return m_trunc(a); }
+template <typename T> __device__ inline T f_tan(T a) { return m_tan(a); }
+template <typename T> __device__ inline T f_asin(T a) { return m_asin(a); }
+template <typename T> __device__ inline T f_acos(T a) { return m_acos(a); }
+template <typename T> __device__ inline T f_atan(T a) { return m_atan(a); }
+template <typename T> __device__ inline T f_sinh(T a) { return m_sinh(a); }
+template <typename T> __device__ inline T f_cosh(T a) { return m_cosh(a); }
+template <typename T> __device__ inline T f_asinh(T a) { return m_asinh(a); }
+template <typename T> __device__ inline T f_acosh(T a) { return m_acosh(a); }
+template <typename T> __device__ inline T f_atanh(T a) { return m_atanh(a); }
+template <typename T> __device__ inline T f_erf(T a) { return m_erf(a); }
+template <typename T> __device__ inline T f_erfc(T a) { return m_erfc(a); }
+template <typename T> __device__ inline T f_erfinv(T a) { return m_erfinv(a); }
+template <typename T> __device__ inline T f_log2(T a) { return m_log2(a); }
+template <typename T> __device__ inline T f_log10(T a) { return m_log10(a); }
+template <typename T> __device__ inline T f_exp2(T a) { return m_exp2(a); }
 template <typename T> __device__ inline T f_add(T a, T b) { return a + b; }
 template <typename T> __device__ inline T f_sub(T a, T b) { return a - b; }
 template <typename T> __device__ inline T f_mul(T a, T b) { return a * b; }

@@ -3,8 +3,10 @@
  * log1p, expm1, sqrt, rsqrt, sin, cos, tanh, sigmoid, gelu, silu,
  * reciprocal). The float32 loops are branch-free polynomial and
  * range-reduction code that GCC vectorises (no libm call per element, except
- * sin/cos of |x| > 1e6); float64 loops call libm. Broadcasting, strides, dtype
- * conversion and threads are the iterator's (ew.c).
+ * sin/cos of |x| > 1e6); float64 loops call libm. The rarer ones (tan, the
+ * inverse and hyperbolic functions, erf, erfc, log2, log10, exp2) call libm in
+ * both, and erfinv is its own. Broadcasting, strides, dtype conversion and
+ * threads are the iterator's (ew.c).
  */
 #if defined(__GNUC__) && !defined(__clang__)
 /* Selects only become blends when evaluating both arms may raise FP flags;
@@ -374,6 +376,76 @@ SIMPLE(tanh,       f32_tanh(a),        tanh(a))
 SIMPLE(sigmoid,    f32_sigmoid(a),     f64_sigmoid(a))
 SIMPLE(silu,       f32_silu(a),        f64_silu(a))
 SIMPLE(reciprocal, 1.0f / a,           1.0 / a)
+
+/* The rarer functions: libm, one call per element (float32 through libm's
+ * float functions, correctly rounded or within 1-2 ulp in glibc). */
+SIMPLE(tan,        tanf(a),            tan(a))
+SIMPLE(asin,       asinf(a),           asin(a))
+SIMPLE(acos,       acosf(a),           acos(a))
+SIMPLE(atan,       atanf(a),           atan(a))
+SIMPLE(sinh,       sinhf(a),           sinh(a))
+SIMPLE(cosh,       coshf(a),           cosh(a))
+SIMPLE(asinh,      asinhf(a),          asinh(a))
+SIMPLE(acosh,      acoshf(a),          acosh(a))
+SIMPLE(atanh,      atanhf(a),          atanh(a))
+SIMPLE(erf,        erff(a),            erf(a))
+SIMPLE(erfc,       erfcf(a),           erfc(a))
+SIMPLE(log2,       log2f(a),           log2(a))
+SIMPLE(log10,      log10f(a),          log10(a))
+SIMPLE(exp2,       exp2f(a),           exp2(a))
+
+/* erfinv: Giles' single-precision approximation ("Approximating the erfinv
+ * function", GPU Computing Gems, 2011) as the start, then Newton steps in
+ * double: on erf up to 0.5, and above on log(erfc), where 1 - |y| is exact and
+ * the logarithm keeps the steps quadratic deep in the tail (the start is
+ * poor there: 1 - 2^-53 takes 8 steps, 0.999 one). Odd; +-1 give +-inf,
+ * |y| > 1 and NaN give NaN. */
+static double f64_erfinv(double y) {
+    double ay = fabs(y);
+    if (!(ay <= 1.0)) return NAN;
+    if (ay == 1.0) return copysign(INFINITY, y);
+    if (ay == 0.0) return y;
+    double w = -log((1.0 - ay) * (1.0 + ay)), p;
+    if (w < 5.0) {
+        w -= 2.5;
+        p = 2.81022636e-08;
+        p = 3.43273939e-07 + p * w;
+        p = -3.5233877e-06 + p * w;
+        p = -4.39150654e-06 + p * w;
+        p = 0.00021858087 + p * w;
+        p = -0.00125372503 + p * w;
+        p = -0.00417768164 + p * w;
+        p = 0.246640727 + p * w;
+        p = 1.50140941 + p * w;
+    } else {
+        w = sqrt(w) - 3.0;
+        p = -0.000200214257;
+        p = 0.000100950558 + p * w;
+        p = 0.00134934322 + p * w;
+        p = -0.00367342844 + p * w;
+        p = 0.00573950773 + p * w;
+        p = -0.0076224613 + p * w;
+        p = 0.00943887047 + p * w;
+        p = 1.00167406 + p * w;
+        p = 2.83297682 + p * w;
+    }
+    double x = p * ay;
+    const double two_over_sqrt_pi = 1.12837916709551257390;
+    for (int it = 0; it < 8; it++) {
+        double d = two_over_sqrt_pi * exp(-x * x), dx;
+        if (d == 0.0) break;
+        if (ay > 0.5) {
+            double e = erfc(x);
+            dx = (log(e) - log1p(-ay)) * e / d;
+        } else {
+            dx = (ay - erf(x)) / d;
+        }
+        x += dx;
+        if (fabs(dx) <= 1e-16 * x) break;
+    }
+    return copysign(x, y);
+}
+SIMPLE(erfinv,     (float)f64_erfinv(a), f64_erfinv(a))
 
 /* sqrt, rsqrt: with -fmath-errno (the build's default) GCC never vectorises
  * sqrtf, and neither the optimize pragma nor attribute changes that, so on
