@@ -453,6 +453,53 @@ for _, pair in ipairs { { "max", "amax", "max_dim", "maximum" }, { "min", "amin"
   methods[name] = functions[name]
 end
 
+-- sort(dim = -1, descending = false): values and 1-based indices, stable (equal
+-- values keep their order), NaN above every number; also sort{dim=, descending=,
+-- stable=} as PyTorch's keywords. argsort: the indices alone; msort: the values
+-- along dim 1. topk(k, dim = -1, largest = true, sorted = true): the k largest
+-- (smallest) values in order, and their indices.
+do
+  local sort_op, topk_op = op_ids.sort, op_ids.topk
+  local function dim_arg(name, dim)
+    if dim ~= nil and type(dim) ~= "number" then
+      fail(string.format("%s: dim must be a number, got %s", name, type(dim)))
+    end
+    return dim or -1
+  end
+  local function sort(a, dim, descending)
+    if type(dim) == "table" then dim, descending = dim.dim, dim.descending end
+    if descending ~= nil and type(descending) ~= "boolean" then
+      fail("sort: descending must be a boolean, got " .. type(descending))
+    end
+    local p = new_params()
+    set_dims(p, dim_arg("sort", dim), "sort")
+    p.n_ints, p.ints[1], p.flags = 2, descending and 1 or 0, ONE_BASED
+    ins[0] = a
+    return run(sort_op, 1, p, nil)
+  end
+  functions.sort, methods.sort = sort, sort
+  functions.argsort = function(a, dim, descending)
+    local _, i = sort(a, dim, descending)
+    return i
+  end
+  methods.argsort = functions.argsort
+  functions.msort = function(a) return (sort(a, 1)) end
+  methods.msort = functions.msort
+  functions.topk = function(a, k, dim, largest, sorted)
+    if type(dim) == "table" then dim, largest, sorted = dim.dim, dim.largest, dim.sorted end
+    if type(k) ~= "number" or k ~= math.floor(k) then fail("topk: k must be an integer, got " .. tostring(k)) end
+    if largest ~= nil and type(largest) ~= "boolean" then
+      fail("topk: largest must be a boolean, got " .. type(largest))
+    end
+    local p = new_params()
+    set_dims(p, dim_arg("topk", dim), "topk")
+    p.n_ints, p.ints[1], p.ints[2], p.flags = 3, k, largest == false and 0 or 1, ONE_BASED
+    ins[0] = a
+    return run(topk_op, 1, p, nil)
+  end
+  methods.topk = functions.topk
+end
+
 -- cumsum(dim, dtype), softmax(dim), log_softmax(dim)
 for _, name in ipairs { "cumsum", "softmax", "log_softmax" } do
   local op = op_ids[name]

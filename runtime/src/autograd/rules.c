@@ -229,6 +229,18 @@ static void dim_extreme_grad(tide_grad_ctx * c) {
     tide_op_params p = g_params(1, &d, 0, P->flags & TIDE_PARAMF_ONE_BASED);
     SET(0, g_call(c, TIDE_OP_scatter, 3, ZEROS(0), idx, g, &p));
 }
+/* sort/topk: each value's gradient goes back to the place it came from */
+static void dim_place_grad(tide_grad_ctx * c) {
+    if (IN0->ndim == 0) {
+        SET(0, GY(0));
+        return;
+    }
+    int64_t        d = P->ints[0];
+    tide_op_params p = g_params(1, &d, 0, P->flags & TIDE_PARAMF_ONE_BASED);
+    SET(0, g_call(c, TIDE_OP_scatter, 3, ZEROS(0), OUT(1), GY(0), &p));
+}
+GRAD(sort, SAVE_OUT1) { if (GY(0)) dim_place_grad(c); return TIDE_OK; }
+GRAD(topk, SAVE_OUT1) { if (GY(0)) dim_place_grad(c); return TIDE_OK; }
 GRAD(max_dim, SAVE_OUT1) { if (GY(0)) dim_extreme_grad(c); return TIDE_OK; }
 GRAD(min_dim, SAVE_OUT1) { if (GY(0)) dim_extreme_grad(c); return TIDE_OK; }
 /* var: 2 (x - mean) / (N - correction); std: (x - mean) / ((N - correction) std) */

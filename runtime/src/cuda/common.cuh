@@ -257,6 +257,9 @@ inline unsigned blocks_for(int64_t n, int32_t threads = THREADS) {
     return (unsigned)(b < 65536 ? b : 65536);
 }
 
+/* Scratch carved into parts: each starts 256-byte aligned. */
+inline size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
+
 /* -- the kernels of a file ---------------------------------------------------------------- */
 
 struct kernel_entry {
@@ -271,6 +274,7 @@ extern const kernel_entry blas_kernels[];
 extern const kernel_entry random_kernels[];
 extern const kernel_entry index_kernels[];
 extern const kernel_entry pool_kernels[];
+extern const kernel_entry sort_kernels[];
 
 }   // namespace tide_cuda
 

@@ -88,8 +88,6 @@ Operand along_dim(const tide_devtensor & index, int32_t dim) {
     return o;
 }
 
-size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
-
 /* f(E()) for E the unsigned type of esz bytes: elements that move unchanged. */
 template <typename F> void by_size(int32_t esz, F && f) {
     switch (esz) {

@@ -20,8 +20,10 @@ typedef void (*tide_ew_loop)(int64_t n, int64_t index0, void * restrict out, con
                              const tide_opcall * c);
 
 /* registry.c's shape rules that kernel files' own rules end with: the shape
- * of the first input; sizes from params.ints, checked non-negative. */
+ * of the first input (with ints[0] a dim of it, normalised); sizes from
+ * params.ints, checked non-negative. */
 tide_status tide_shape_first(tide_opcall * c, tide_shape_out * o);
+tide_status tide_shape_first_dim(tide_opcall * c, tide_shape_out * o);
 tide_status tide_shape_sizes(tide_opcall * c, tide_shape_out * o);
 
 /* Runs loops[compute_dtype] over c->out[0] with the inputs broadcast to its

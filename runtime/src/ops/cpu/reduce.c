@@ -1,7 +1,8 @@
 /*
  * reduce.c - CPU kernels of the reductions (sum, mean, prod, amax, amin,
- * max_dim, min_dim, argmax, argmin, var, std, logsumexp, all, any) and of the
- * ops that scan along one dim (cumsum, softmax, log_softmax). Every input is
+ * max_dim, min_dim, argmax, argmin, var, std, logsumexp, all, any), of the
+ * ops that scan along one dim (cumsum, softmax, log_softmax) and of sort and
+ * topk. Every input is
  * seen as a contiguous [A, R, B] array in the compute dtype (R reduced),
  * gathered into a temporary when it is not one already. Shapes, dtypes and
  * dims were checked and normalised by the rules in registry.c.
@@ -761,3 +762,179 @@ static tide_status scan(const tide_opcall * c, scan_kind kind) {
 tide_status tide_cpu_cumsum(const tide_opcall * c) { return scan(c, S_CUMSUM); }
 tide_status tide_cpu_softmax(const tide_opcall * c) { return scan(c, S_SOFTMAX); }
 tide_status tide_cpu_log_softmax(const tide_opcall * c) { return scan(c, S_LOGSOFTMAX); }
+
+/* -- sort and topk along one dim ------------------------------------------------------------ */
+
+/* Each line (R elements B apart in the [A, R, B] input) is copied into (key,
+ * position) pairs, merge-sorted (stable: equal keys keep their order, in both
+ * directions) and written back: the first K of them, values and positions.
+ * NaN sorts above everything, as in PyTorch; -0 and +0 are equal. topk with
+ * k much below R keeps the k best in a bounded insertion buffer instead. */
+#define SORTER(SUF, T, ISNAN)                                                                     \
+    typedef struct { T k; int64_t i; } pair_##SUF;                                               \
+    /* whether a goes strictly before b */                                                       \
+    static inline bool before_##SUF(const pair_##SUF * a, const pair_##SUF * b, bool desc) {      \
+        bool an = ISNAN(a->k), bn = ISNAN(b->k);                                                  \
+        if (an || bn) return desc ? an && !bn : bn && !an;                                        \
+        return desc ? a->k > b->k : a->k < b->k;                                                  \
+    }                                                                                             \
+    static void msort_##SUF(pair_##SUF * v, pair_##SUF * tmp, int64_t n, bool desc) {            \
+        enum { RUN = 16 };                                                                        \
+        for (int64_t s = 0; s < n; s += RUN) {   /* insertion-sorted runs */                     \
+            int64_t e = s + RUN < n ? s + RUN : n;                                                \
+            for (int64_t i = s + 1; i < e; i++) {                                                 \
+                pair_##SUF x = v[i];                                                              \
+                int64_t    j = i;                                                                 \
+                for (; j > s && before_##SUF(&x, &v[j - 1], desc); j--) v[j] = v[j - 1];          \
+                v[j] = x;                                                                         \
+            }                                                                                     \
+        }                                                                                         \
+        pair_##SUF * a = v, * b = tmp;                                                            \
+        for (int64_t w = RUN; w < n; w *= 2) {   /* bottom-up merges, left first on ties */      \
+            for (int64_t s = 0; s < n; s += 2 * w) {                                              \
+                int64_t m = s + w < n ? s + w : n, e = s + 2 * w < n ? s + 2 * w : n;             \
+                int64_t i = s, j = m, o = s;                                                      \
+                while (i < m && j < e) b[o++] = before_##SUF(&a[j], &a[i], desc) ? a[j++] : a[i++]; \
+                while (i < m) b[o++] = a[i++];                                                    \
+                while (j < e) b[o++] = a[j++];                                                    \
+            }                                                                                     \
+            pair_##SUF * t = a; a = b; b = t;                                                     \
+        }                                                                                         \
+        if (a != v) memcpy(v, a, (size_t)n * sizeof *v);                                          \
+    }                                                                                             \
+    /* the first k of n in order, into v[0..k): an insertion buffer of k */                      \
+    static void select_##SUF(pair_##SUF * v, int64_t n, int64_t k, bool desc) {                   \
+        int64_t have = 0;                                                                         \
+        for (int64_t i = 0; i < n; i++) {                                                         \
+            pair_##SUF x = v[i];                                                                  \
+            if (have == k && !before_##SUF(&x, &v[k - 1], desc)) continue;                        \
+            int64_t j = have < k ? have++ : k - 1;                                                \
+            for (; j > 0 && before_##SUF(&x, &v[j - 1], desc); j--) v[j] = v[j - 1];              \
+            v[j] = x;                                                                             \
+        }                                                                                         \
+    }                                                                                             \
+    static void sort_line_##SUF(const T * x, int64_t R, int64_t B, int64_t K, bool desc,          \
+                                pair_##SUF * buf, T * y, int64_t * yi, int64_t base) {            \
+        for (int64_t r = 0; r < R; r++) buf[r] = (pair_##SUF){x[r * B], r};                       \
+        if (K < R && K <= 64 && K * 16 <= R) select_##SUF(buf, R, K, desc);                       \
+        else msort_##SUF(buf, buf + R, R, desc);                                                  \
+        for (int64_t r = 0; r < K; r++) {                                                         \
+            y[r * B]  = buf[r].k;                                                                 \
+            yi[r * B] = buf[r].i + base;                                                          \
+        }                                                                                         \
+    }
+#define NEVER_NAN(x) ((void)(x), false)
+#define IS_NAN(x) ((x) != (x))
+SORTER(f32, float, IS_NAN)
+SORTER(f64, double, IS_NAN)
+SORTER(i32, int32_t, NEVER_NAN)
+SORTER(i64, int64_t, NEVER_NAN)
+SORTER(u8, uint8_t, NEVER_NAN)
+
+typedef struct {
+    const arb * g;
+    char *      y;
+    int64_t *   yi;
+    int32_t     ct;
+    int64_t     K, base;
+    bool        desc;
+    int         oom;   /* a task could not get its buffer */
+} sort_job;
+
+static void sort_range(void * ctx, int64_t b, int64_t e) {
+    sort_job * j = ctx;
+    const arb * g = j->g;
+    int64_t R = g->R, B = g->B, K = j->K;
+    size_t esz = tide_dtype_size(j->ct);
+    /* the pairs and the merge's second buffer: 16 bytes a pair at most */
+    char * buf = malloc((size_t)(2 * R) * 16);
+    if (!buf) {
+        __atomic_store_n(&j->oom, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    for (int64_t t = b; t < e; t++) {
+        int64_t a = t / B, col = t % B;
+        const char * x = g->src + (a * R * B + col) * (int64_t)esz;
+        char *    y  = j->y + (a * K * B + col) * (int64_t)esz;
+        int64_t * yi = j->yi + a * K * B + col;
+        switch (j->ct) {
+        case TIDE_DTYPE_F32: sort_line_f32((const void *)x, R, B, K, j->desc, (void *)buf, (void *)y, yi, j->base); break;
+        case TIDE_DTYPE_F64: sort_line_f64((const void *)x, R, B, K, j->desc, (void *)buf, (void *)y, yi, j->base); break;
+        case TIDE_DTYPE_I32: sort_line_i32((const void *)x, R, B, K, j->desc, (void *)buf, (void *)y, yi, j->base); break;
+        case TIDE_DTYPE_I64: sort_line_i64((const void *)x, R, B, K, j->desc, (void *)buf, (void *)y, yi, j->base); break;
+        default:             sort_line_u8((const void *)x, R, B, K, j->desc, (void *)buf, (void *)y, yi, j->base); break;
+        }
+    }
+    free(buf);
+}
+
+static tide_status sort_along(const tide_opcall * c, int32_t dim, int64_t K, bool desc) {
+    tide_tensor * x = c->in[0], * vals = c->out[0], * idx = c->out[1];
+    int32_t ct = c->compute_dtype;
+    if (vals->nelem == 0 || K == 0) return TIDE_OK;
+    bool red[TIDE_MAX_DIMS] = {0};
+    if (x->ndim > 0) red[dim] = true;
+    arb g;
+    TIDE_CHECK(arb_init(x, red, ct, false, &g));   /* one dim: always a block */
+    void * ytmp, * itmp = NULL;
+    char * y = result_buf(vals, ct, &ytmp);
+    int64_t * yi = y ? result_buf(idx, TIDE_DTYPE_I64, &itmp) : NULL;
+    sort_job j = {&g, y, yi, ct, K, (c->p.flags & TIDE_PARAMF_ONE_BASED) ? 1 : 0, desc, 0};
+    if (y && yi) {
+        int64_t per = g.R ? g.R : 1;
+        tide_parallel_for(g.A * g.B, per >= TIDE_GRAIN ? 1 : TIDE_GRAIN / per, 1, sort_range, &j);
+    }
+    free(g.tmp);
+    if (!y || !yi || j.oom) {
+        free(ytmp), free(itmp);
+        return tide_error_set(TIDE_E_OOM, "%s: out of memory sorting lines of %lld elements", tide_op_name(c->op),
+                              (long long)g.R);
+    }
+    result_flush(vals, ct, ytmp);
+    result_flush(idx, TIDE_DTYPE_I64, itmp);
+    return TIDE_OK;
+}
+
+/* sort: x's shape twice; ints[0] the dim (normalised), ints[1] descending. */
+tide_status tide_shape_sort(tide_opcall * c, tide_shape_out * o) {
+    bool desc = c->p.n_ints > 1 && c->p.ints[1] != 0;
+    TIDE_CHECK(tide_shape_first_dim(c, o));
+    c->p.ints[1] = desc;
+    c->p.n_ints  = 2;
+    o->ndim[1]   = o->ndim[0];
+    memcpy(o->sizes[1], o->sizes[0], sizeof o->sizes[0]);
+    return TIDE_OK;
+}
+
+/* topk: x's shape with k along the dim; ints dim (normalised), k, largest. */
+tide_status tide_shape_topk(tide_opcall * c, tide_shape_out * o) {
+    const char * op = tide_op_name(c->op);
+    if (c->p.n_ints < 2) return tide_error_set(TIDE_E_VALUE, "%s: takes a dim and k", op);
+    int64_t k = c->p.ints[1];
+    bool largest = c->p.n_ints < 3 || c->p.ints[2] != 0;
+    int32_t d;
+    TIDE_CHECK(tide_wrap_dim(op, c->p.ints[0], c->in[0]->ndim, &d));
+    int64_t n = c->in[0]->ndim ? c->in[0]->sizes[d] : 1;
+    if (c->in[0]->ndim == 0 && k != 1)   /* a 0-d result holds one element */
+        return tide_error_set(TIDE_E_INDEX, "%s: k = %lld is out of range for a 0-d tensor (k must be 1)", op,
+                              (long long)k);
+    if (k < 0 || k > n)
+        return tide_error_set(TIDE_E_INDEX, "%s: k = %lld is out of range for dimension %d of size %lld", op,
+                              (long long)k, d + 1, (long long)n);
+    c->p.ints[0] = d, c->p.ints[2] = largest, c->p.n_ints = 3;
+    TIDE_CHECK(tide_shape_first(c, o));
+    if (c->in[0]->ndim) o->sizes[0][d] = k;
+    o->ndim[1] = o->ndim[0];
+    memcpy(o->sizes[1], o->sizes[0], sizeof o->sizes[0]);
+    return TIDE_OK;
+}
+
+tide_status tide_cpu_sort(const tide_opcall * c) {
+    int32_t dim = (int32_t)c->p.ints[0];
+    int64_t R   = c->in[0]->ndim ? c->in[0]->sizes[dim] : 1;
+    return sort_along(c, dim, R, c->p.ints[1] != 0);
+}
+
+tide_status tide_cpu_topk(const tide_opcall * c) {
+    return sort_along(c, (int32_t)c->p.ints[0], c->p.ints[1], c->p.ints[2] != 0);
+}
