@@ -703,3 +703,52 @@ describe("tide.compose", function()
     end)
   end)
 end)
+
+describe("NaN and infinities", function()
+  local inf, nan = math.huge, 0 / 0
+  local vals = { 1.5, nan, inf, -inf, -0.0, -2 }
+
+  it("isnan, isinf, isposinf, isneginf, isfinite", function()
+    for _, dt in ipairs { "float32", "float64", "float16", "bfloat16" } do
+      local t = tide.tensor(vals, dt)
+      H.equal(t:isnan(), { false, true, false, false, false, false }, dt)
+      H.equal(tide.isinf(t), { false, false, true, true, false, false }, dt)
+      H.equal(t:isposinf(), { false, false, true, false, false, false }, dt)
+      H.equal(t:isneginf(), { false, false, false, true, false, false }, dt)
+      H.equal(t:isfinite(), { true, false, false, false, true, true }, dt)
+    end
+    for _, dt in ipairs { "int64", "int32", "uint8", "bool" } do
+      local t = tide.tensor({ 1, 0, 1 }, dt)
+      H.equal(t:isnan(), { false, false, false }, dt)
+      H.equal(t:isinf(), { false, false, false }, dt)
+      H.equal(t:isfinite(), { true, true, true }, dt)
+      assert.are.equal("bool", t:isfinite():dtype())
+    end
+    -- layouts and 0-d
+    for name, t in pairs(H.layouts(tide.tensor({ { 1, nan }, { inf, 2 } }))) do
+      local flat = H.flat(t:totable())
+      local want = {}
+      for k, v in ipairs(flat) do want[k] = v ~= v end
+      H.equal(t:isnan(), H.nest(want, t:shape()), name)
+    end
+    assert.is_true(tide.tensor(nan):isnan():item())
+  end)
+
+  it("nan_to_num replaces NaN and the infinities, by default with the dtype's extremes", function()
+    H.equal(tide.tensor(vals, "float64"):nan_to_num(),
+      { 1.5, 0, 1.7976931348623157e308, -1.7976931348623157e308, -0.0, -2 })
+    H.equal(tide.tensor(vals):nan_to_num(), { 1.5, 0, 3.4028234663852886e38, -3.4028234663852886e38, -0.0, -2 })
+    H.equal(tide.tensor(vals, "float16"):nan_to_num(), { 1.5, 0, 65504, -65504, -0.0, -2 })
+    H.equal(tide.nan_to_num(tide.tensor(vals), 7, 8, -9), { 1.5, 7, 8, -9, -0.0, -2 })
+    local t = tide.tensor(vals)
+    assert.are.equal(t, t:nan_to_num_(1, 2, 3))
+    H.equal(t, { 1.5, 1, 2, 3, -0.0, -2 })
+    local i = tide.tensor({ 1, 2 }, "int64")
+    H.equal(i:nan_to_num(), { 1, 2 })
+    -- the gradient passes where nothing was replaced
+    local g = tide.tensor({ 1, nan, 2 }, "float64"):requires_grad_()
+    g:nan_to_num():sum():backward()
+    H.equal(g.grad, { 1, 0, 1 })
+    assert.has_error(function() t:nan_to_num("x") end, "nan_to_num: nan must be a number, got string")
+  end)
+end)

@@ -252,3 +252,82 @@ describe("topk", function()
     assert.has_error(function() t:topk(1, 2, 1) end, "topk: largest must be a boolean, got number")
   end)
 end)
+
+describe("order statistics", function()
+  local x = tide.tensor({ { 3, 1, 2, nan, 7 }, { 4, 1, 1, 2, -3 }, { nan, nan, 5, nan, nan } })
+
+  it("kthvalue: the k-th smallest and its index", function()
+    local v, i = x:kthvalue(2, 2)
+    H.equal(v, { 2, 1, nan })
+    H.equal(i, { 3, 2, 1 })
+    local v1, i1 = tide.kthvalue(x, 1, 1, true)
+    H.equal(v1, { { 3, 1, 1, 2, -3 } })
+    H.equal(i1, { { 1, 1, 2, 2, 2 } })
+    H.equal(tide.tensor(4):kthvalue(1), 4)
+    assert.has_error(function() x:kthvalue(6) end, "kthvalue: k = 6 is out of range for a dimension of size 5")
+    assert.has_error(function() x:kthvalue(0, 1) end, "kthvalue: k = 0 is out of range for a dimension of size 3")
+  end)
+
+  it("median: the lower median, NaN wherever a NaN is; nanmedian skips them", function()
+    local v, i = x:median(2)
+    H.equal(v, { nan, 1, nan })
+    H.equal(i, { 4, 3, 1 })   -- a NaN's index is the first NaN's
+    local nv, ni = x:nanmedian(2)
+    H.equal(nv, { 2, 1, 5 })
+    H.equal(ni, { 3, 3, 3 })
+    local kv, ki = tide.tensor({ { 5, 1, 4, 2 } }):median(2, true)
+    H.equal(kv, { { 2 } })
+    H.equal(ki, { { 4 } })
+    H.equal(tide.tensor({ 5, 1, 4, 2, 9 }):median(), 4)
+    H.equal(x:median(), nan)
+    H.equal(x:nanmedian(), 2)   -- of 3 1 2 7 4 1 1 2 -3 5
+    assert.has_error(function() tide.zeros(2, 0):median(2) end,
+      "median: cannot take the median of dimension 2, of size 0")
+    -- the gradient goes to the median's place
+    local t = tide.tensor({ { 0.5, -1, 2 } }, "float64"):requires_grad_()
+    t:median(2):sum():backward()
+    H.equal(t.grad, { { 1, 0, 0 } })
+  end)
+
+  it("quantile and nanquantile with every interpolation", function()
+    local v = tide.tensor({ 1, 2, 3, 4, 5 }, "float64")
+    H.close(v:quantile({ 0, 0.25, 0.5, 0.9, 1 }), { 1, 2, 3, 4.6, 5 }, 1e-15)
+    local q = 0.4   -- rank 1.6 among 5
+    local want = { linear = 2.6, lower = 2, higher = 3, nearest = 3, midpoint = 2.5 }
+    for how, e in pairs(want) do
+      H.close(v:quantile(q, nil, nil, { interpolation = how }), e, 1e-15, 0, how)
+    end
+    -- nearest rounds half to even, as PyTorch: rank 1.5 -> 2, rank 2.5 -> 2
+    local six = tide.tensor({ 10, 20, 30, 40 }, "float64")
+    H.equal(six:quantile(0.5, nil, nil, { interpolation = "nearest" }), 30)
+    local m = tide.tensor({ { 1, 3, 2, 4 }, { 10, nan, 30, 20 } }, "float64")
+    H.close(m:quantile(0.5, 2), { 2.5, nan }, 1e-15)
+    H.close(m:nanquantile(0.5, 2), { 2.5, 20 }, 1e-15)
+    H.close(m:nanquantile({ 0.25, 1 }, 2, true), { { { 1.75 }, { 15 } }, { { 4 }, { 30 } } }, 1e-15)
+    H.close(tide.nanquantile(tide.tensor({ nan, nan }), 0.5), nan)
+    assert.has_error(function() v:quantile(1.5) end, "quantile: q must be in [0, 1], got 1.5")
+    assert.has_error(function() v:quantile(0.5, nil, nil, { interpolation = "cubic" }) end,
+      "quantile: interpolation must be 'linear', 'lower', 'higher', 'nearest' or 'midpoint', got cubic")
+    assert.has_error(function() tide.tensor({ 1, 2 }, "int64"):quantile(0.5) end,
+      "quantile: input must be a floating-point tensor, got int64")
+  end)
+
+  it("unique and unique_consecutive, with inverse and counts", function()
+    local t = tide.tensor({ { 3, 1, 3 }, { 2, 1, 1 } }, "int64")
+    local u, inv, cnt = t:unique({ return_inverse = true, return_counts = true })
+    H.equal(u, { 1, 2, 3 })
+    H.equal(inv, { { 3, 1, 3 }, { 2, 1, 1 } })
+    H.equal(cnt, { 3, 1, 2 })
+    H.equal(tide.unique(tide.tensor({ 2.5, nan, 2.5, nan })), { 2.5, nan, nan })   -- each NaN distinct
+    local c, ccnt = tide.unique_consecutive(tide.tensor({ 3, 3, 1, 1, 3, 2 }), { return_counts = true })
+    H.equal(c, { 3, 1, 3, 2 })
+    H.equal(ccnt, { 2, 2, 1, 1 })
+    local e, einv, ecnt = tide.unique(tide.zeros(0), { return_inverse = true, return_counts = true })
+    assert.are.same({ 0 }, e:shape())
+    assert.are.same({ 0 }, einv:shape())
+    assert.are.same({ 0 }, ecnt:shape())
+    H.equal(tide.unique(tide.tensor({ true, false, true })), { false, true })
+    assert.has_error(function() t:unique({ dim = 1 }) end,
+      "unique: the dim option is not supported; unique works on all elements")
+  end)
+end)

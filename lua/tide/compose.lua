@@ -1,6 +1,7 @@
 --- tide.compose: the functions and tensor methods a PyTorch user expects that
 -- are compositions of ops tide has (roll, diagonal, kron, tensordot, diff,
--- cross, meshgrid, nonzero, logaddexp, ...), so autograd, every device and
+-- cross, meshgrid, nonzero, logaddexp, isnan, nan_to_num, median, quantile,
+-- unique, ...), so autograd, every device and
 -- tide.jit take them unchanged. Kernels of their own belong to the runtime's
 -- registry; nothing here defines a name that exists already.
 -- Called once, by init.lua: require("tide.compose")(tide, methods).
@@ -1186,4 +1187,237 @@ return function(tide, methods)
     if #perm > 1 then acc = acc:permute(perm) end
     return acc
   end)
+
+  -- -- NaN and infinities -----------------------------------------------------------------
+
+  local function bool_like(x, value) return tide.full(x:shape(), value, device_opts(x, "bool")) end
+
+  --- isnan(x), isinf(x), isposinf(x), isneginf(x), isfinite(x): bool tensors of x's
+  -- shape; integer and bool tensors are finite.
+  define("isnan", function(x) x = need_tensor(x, "isnan"); return x:ne(x) end, true)
+  define("isinf", function(x)
+    x = need_tensor(x, "isinf")
+    if not x:is_floating_point() then return bool_like(x, false) end
+    return x:abs():eq(math.huge)
+  end, true)
+  define("isposinf", function(x)
+    x = need_tensor(x, "isposinf")
+    if not x:is_floating_point() then return bool_like(x, false) end
+    return x:eq(math.huge)
+  end, true)
+  define("isneginf", function(x)
+    x = need_tensor(x, "isneginf")
+    if not x:is_floating_point() then return bool_like(x, false) end
+    return x:eq(-math.huge)
+  end, true)
+  define("isfinite", function(x)
+    x = need_tensor(x, "isfinite")
+    if not x:is_floating_point() then return bool_like(x, true) end
+    return x:sub(x):eq(0)   -- inf - inf and NaN - NaN are NaN
+  end, true)
+
+  local FLOAT_MAX = { float32 = 3.4028234663852886e38, float64 = 1.7976931348623157e308, float16 = 65504,
+                      bfloat16 = 3.3895313892515355e38 }
+  -- nan_to_num's replacements and masks, the masks taken before anything is written
+  local function nan_to_num_parts(x, nan, posinf, neginf, name)
+    need_tensor(x, name)
+    for k, v in pairs { nan = nan, posinf = posinf, neginf = neginf } do
+      if v ~= nil and type(v) ~= "number" then fail(fmt("%s: %s must be a number, got %s", name, k, type(v))) end
+    end
+    local big = FLOAT_MAX[x:dtype()]
+    return x:ne(x), x:eq(math.huge), x:eq(-math.huge), nan or 0, posinf or big, neginf or -big
+  end
+  --- nan_to_num(x, nan=0, posinf=the dtype's largest, neginf=its lowest): x with
+  -- NaN and the infinities replaced (integer tensors: a copy).
+  define("nan_to_num", function(x, nan, posinf, neginf)
+    if is_tensor(x) and not x:is_floating_point() then return x:clone() end
+    local mn, mp, mm, vn, vp, vm = nan_to_num_parts(x, nan, posinf, neginf, "nan_to_num")
+    return x:masked_fill(mn, vn):masked_fill(mp, vp):masked_fill(mm, vm)
+  end, true)
+  methods.nan_to_num_ = methods.nan_to_num_ or function(x, nan, posinf, neginf)
+    if is_tensor(x) and not x:is_floating_point() then return x end
+    local mn, mp, mm, vn, vp, vm = nan_to_num_parts(x, nan, posinf, neginf, "nan_to_num_")
+    return x:masked_fill_(mn, vn):masked_fill_(mp, vp):masked_fill_(mm, vm)
+  end
+
+  -- -- order statistics (sort and topk) ------------------------------------------------------
+
+  -- The size of x along dim (1 for a 0-d x) and dim made positive.
+  local function line_of(x, dim, name)
+    if x:dim() == 0 then
+      if dim ~= nil and dim ~= 1 and dim ~= -1 then wrap_dim(0, dim, name) end
+      return 1, nil
+    end
+    local d = wrap_dim(x:dim(), dim or -1, name)
+    return x:size(d), d
+  end
+  -- v, i picked at 1-based positions pos (keepdim-shaped int64) along d of sorted sv, si
+  local function pick(sv, si, pos, d, keepdim)
+    if not d then return sv, si end
+    local v, i = sv:gather(d, pos), si:gather(d, pos)
+    if keepdim then return v, i end
+    return v:squeeze(d), i:squeeze(d)
+  end
+
+  --- kthvalue(x, k, dim=-1, keepdim=false): the k-th smallest value along dim (NaN
+  -- above everything) and its 1-based index.
+  define("kthvalue", function(x, k, dim, keepdim)
+    need_tensor(x, "kthvalue")
+    local n, d = line_of(x, dim, "kthvalue")
+    if not is_int(k) or k < 1 or k > n then
+      fail(fmt("kthvalue: k = %s is out of range for a dimension of size %d", tostring(k), n))
+    end
+    local v, i = x:topk(k, d or -1, false)
+    if not d then return v, i end
+    v, i = v:narrow(d, k, 1), i:narrow(d, k, 1)
+    if keepdim then return v, i end
+    return v:squeeze(d), i:squeeze(d)
+  end, true)
+
+  -- median's and nanmedian's positions in sorted order (NaN last), 1-based,
+  -- keepdim-shaped: the lower median of the numbers, or (median, a NaN there)
+  -- the first NaN
+  local function median_of(x, dim, keepdim, name, skip_nan)
+    need_tensor(x, name)
+    if dim == nil then
+      if x:numel() == 0 then fail(name .. ": cannot take the median of an empty tensor") end
+      local v = median_of(x:reshape(-1), 1, false, name, skip_nan)
+      return v
+    end
+    local n, d = line_of(x, dim, name)
+    if n == 0 then fail(fmt("%s: cannot take the median of dimension %d, of size 0", name, d)) end
+    local sv, si = x:sort(d or -1)
+    if not d then return sv, si end
+    local nans = x:ne(x):sum(d, true)
+    local pos
+    if skip_nan then   -- the lower median of the numbers; all NaN: the first
+      local m = nans:neg():add(n)
+      pos = tide.where(m:gt(0), tide.floor_divide(m:sub(1), 2), 0):add(1)
+    else
+      pos = tide.where(nans:gt(0), nans:neg():add(n), math.floor((n - 1) / 2)):add(1)
+    end
+    return pick(sv, si, pos, d, keepdim)
+  end
+  --- median(x): the lower median of all elements (0-d); median(x, dim, keepdim):
+  -- values and 1-based indices along dim. A NaN makes the median NaN (its index
+  -- the first NaN's), as in PyTorch.
+  define("median", function(x, dim, keepdim) return median_of(x, dim, keepdim, "median", false) end, true)
+  --- nanmedian: median ignoring NaN (NaN only where everything is NaN).
+  define("nanmedian", function(x, dim, keepdim) return median_of(x, dim, keepdim, "nanmedian", true) end, true)
+
+  --- quantile(x, q, dim, keepdim, {interpolation='linear'}) and nanquantile: the q-th
+  -- quantiles (q a number in [0, 1], or a table or 1-d tensor of them, which adds a
+  -- first dim) of all elements or along dim; interpolation 'linear', 'lower',
+  -- 'higher', 'nearest' (half to even) or 'midpoint' between the sorted values at
+  -- q * (n - 1). quantile is NaN where a NaN is; nanquantile ignores them.
+  local INTERP = { linear = true, lower = true, higher = true, nearest = true, midpoint = true }
+  local function quantile_of(x, q, dim, keepdim, opts, name, skip_nan)
+    need_tensor(x, name)
+    if type(keepdim) == "table" then opts, keepdim = keepdim, nil end
+    opts = options(opts, name, { interpolation = true })
+    local how = opts.interpolation or "linear"
+    if not INTERP[how] then
+      fail(fmt("%s: interpolation must be 'linear', 'lower', 'higher', 'nearest' or 'midpoint', got %s", name,
+        tostring(how)))
+    end
+    if not x:is_floating_point() then fail(fmt("%s: input must be a floating-point tensor, got %s", name, x:dtype())) end
+    local scalar_q = type(q) == "number"
+    local qs
+    if scalar_q then qs = { q }
+    elseif is_tensor(q) then
+      if q:dim() > 1 then fail(fmt("%s: q must be a number or a 1-d tensor, got a %d-d tensor", name, q:dim())) end
+      qs = q:reshape(-1):totable()
+    elseif type(q) == "table" then qs = q
+    else fail(fmt("%s: q must be a number, a table or a tensor, got %s", name, type(q))) end
+    for _, v in ipairs(qs) do
+      if type(v) ~= "number" or not (v >= 0 and v <= 1) then
+        fail(fmt("%s: q must be in [0, 1], got %s", name, tostring(v)))
+      end
+    end
+    local t, d = x, dim
+    if d == nil then t, d, keepdim = x:reshape(-1), 1, false end
+    local n, dd = line_of(t, d, name)
+    if n == 0 then fail(fmt("%s: cannot take quantiles of an empty dimension", name)) end
+    if not dd then t, dd = t:reshape(1), 1 end
+    local sv = t:sort(dd)
+    local nans = t:ne(t):sum(dd, true)
+    local m = skip_nan and nans:neg():add(n):to(t:dtype()) or nil   -- numbers per line
+    local outs = {}
+    for k, qv in ipairs(qs) do
+      -- the rank q (m - 1), 0-based, as a keepdim-shaped tensor (a number without NaN skipping)
+      local r = skip_nan and m:sub(1):clamp(0):mul(qv) or qv * (n - 1)
+      local lo, hi, w
+      if type(r) == "number" then
+        local fl = math.floor(r)
+        local lo_i = how == "higher" and math.ceil(r) or how == "nearest" and
+          (r - fl == 0.5 and (fl % 2 == 0 and fl or fl + 1) or math.floor(r + 0.5)) or fl
+        local hi_i = (how == "lower" or how == "higher" or how == "nearest") and lo_i or math.min(fl + 1, n - 1)
+        lo, hi, w = sv:narrow(dd, lo_i + 1, 1), sv:narrow(dd, hi_i + 1, 1), how == "midpoint" and 0.5 or r - fl
+      else
+        local fl = r:floor()
+        local lo_t = how == "higher" and r:ceil() or how == "nearest" and r:round() or fl
+        local hi_t = (how == "lower" or how == "higher" or how == "nearest") and lo_t or
+          tide.minimum(fl:add(1), m:sub(1):clamp(0))
+        lo, hi = sv:gather(dd, lo_t:to("int64"):add(1)), sv:gather(dd, hi_t:to("int64"):add(1))
+        w = how == "midpoint" and 0.5 or r:sub(fl)
+      end
+      local v = (how == "lower" or how == "higher" or how == "nearest") and lo or lo:lerp(hi, w)
+      if skip_nan then v = v:masked_fill(m:eq(0), 0 / 0)   -- all NaN
+      else v = v:masked_fill(nans:gt(0), 0 / 0) end
+      if not keepdim then v = v:squeeze(dd) end
+      if dim == nil and keepdim == false then v = v:reshape({}) end
+      outs[k] = v
+    end
+    if scalar_q then return outs[1] end
+    return tide.stack(outs, 1)
+  end
+  define("quantile", function(x, q, dim, keepdim, opts)
+    return quantile_of(x, q, dim, keepdim, opts, "quantile", false)
+  end, true)
+  define("nanquantile", function(x, q, dim, keepdim, opts)
+    return quantile_of(x, q, dim, keepdim, opts, "nanquantile", true)
+  end, true)
+
+  -- unique's groups of sorted (or consecutive) values v: the flags of group starts
+  local function group_starts(v)
+    local n = v:numel()
+    if n <= 1 then return tide.ones(n, device_opts(v, "bool")) end
+    return tide.cat({ tide.ones(1, device_opts(v, "bool")), v:narrow(1, 2, n - 1):ne(v:narrow(1, 1, n - 1)) })
+  end
+  local function unique_of(x, opts, name, sorted)
+    need_tensor(x, name)
+    opts = options(opts, name, { sorted = true, return_inverse = true, return_counts = true, dim = true })
+    if opts.dim ~= nil then fail(name .. ": the dim option is not supported; unique works on all elements") end
+    local flat = x:reshape(-1)
+    local v, order = flat, nil
+    if sorted then v, order = flat:sort() end
+    local starts = group_starts(v)
+    local u = v:masked_select(starts)   -- waits for x: the count is data-dependent
+    local r = { u }
+    local n = flat:numel()
+    if opts.return_inverse then
+      local gid = starts:cumsum(1)   -- int64, 1-based group of each sorted position
+      local inv = gid
+      if order then inv = tide.zeros(n, device_opts(x, "int64")):scatter(1, order, gid) end
+      r[#r + 1] = inv:reshape(x:shape())
+    end
+    if opts.return_counts then
+      local first = tide.arange(1, n + 1, device_opts(x, "int64")):masked_select(starts)
+      local k = first:numel()
+      if k == 0 then
+        r[#r + 1] = first
+      else   -- each group's start to the next one's (n + 1 after the last)
+        local nexts = tide.cat({ first:narrow(1, 2, k - 1), tide.full({ 1 }, n + 1, device_opts(x, "int64")) })
+        r[#r + 1] = nexts:sub(first)
+      end
+    end
+    return unpack(r)
+  end
+  --- unique(x, {sorted=true, return_inverse=false, return_counts=false}): the
+  -- distinct elements of x in ascending order (1-d; each NaN is distinct, as in
+  -- PyTorch), then the 1-based group of each element of x (x's shape) and the
+  -- count of each value. The result's size depends on the data: it waits for x.
+  define("unique", function(x, opts) return unique_of(x, opts, "unique", true) end, true)
+  --- unique_consecutive(x, opts): unique of each run of equal neighbours, in order.
+  define("unique_consecutive", function(x, opts) return unique_of(x, opts, "unique_consecutive", false) end, true)
 end
