@@ -933,7 +933,22 @@ function methods.select(t, dim, i)
   end
   return view_result(C.tide_tensor_select(t, cdim(dim, "select"), i > 0 and i - 1 or i))
 end
+-- squeeze(): without every size-1 dim; squeeze(d) or squeeze({d1, d2, ...}):
+-- without those of the dims given that have size 1 (the others stay), as PyTorch.
 function methods.squeeze(t, dim)
+  if type(dim) == "table" then
+    local drop = {}
+    for i = 1, #dim do
+      local d = wrap_dim(t, dim[i], "squeeze")
+      if drop[d] then fail(string.format("squeeze: dimension %d is repeated", d + 1)) end
+      drop[d] = true
+    end
+    local r = t
+    for d = t.ndim - 1, 0, -1 do   -- the last first: earlier dims keep their place
+      if drop[d] and t.sizes[d] == 1 then r = view_result(C.tide_tensor_squeeze(r, d)) end
+    end
+    return r
+  end
   return view_result(C.tide_tensor_squeeze(t, dim == nil and -1 or wrap_dim(t, dim, "squeeze")))
 end
 function methods.unsqueeze(t, dim)
