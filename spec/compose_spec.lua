@@ -752,3 +752,59 @@ describe("NaN and infinities", function()
     assert.has_error(function() t:nan_to_num("x") end, "nan_to_num: nan must be a number, got string")
   end)
 end)
+
+describe("multinomial", function()
+  it("draws with replacement in proportion to the weights", function()
+    tide.manual_seed(7)
+    local d = tide.multinomial(tide.tensor({ 1, 0, 6, 3 }), 20000, true)   -- unnormalised weights
+    assert.are.same({ 20000 }, d:shape())
+    assert.are.equal("int64", d:dtype())
+    local c = { 0, 0, 0, 0 }
+    for _, v in ipairs(d:totable()) do c[v] = c[v] + 1 end
+    assert.are.equal(0, c[2])
+    for k, p in ipairs { 0.1, 0, 0.6, 0.3 } do
+      assert.is_true(math.abs(c[k] / 20000 - p) < 0.015, string.format("category %d: %d draws", k, c[k]))
+    end
+    -- one row each, 2-d; a row with a single nonzero weight always draws it
+    local r = tide.multinomial(tide.tensor({ { 0, 0, 2 }, { 5, 0, 0 } }, "float64"), 4, true)
+    H.equal(r, { { 3, 3, 3, 3 }, { 1, 1, 1, 1 } })
+  end)
+
+  it("draws without replacement: distinct categories, first draws in proportion", function()
+    tide.manual_seed(11)
+    local p = tide.tensor({ 0.5, 0.25, 0.25, 0 })
+    local firsts = { 0, 0, 0, 0 }
+    local rows = tide.multinomial(p:view(1, 4):expand(4000, 4):contiguous(), 3)
+    assert.are.same({ 4000, 3 }, rows:shape())
+    for _, row in ipairs(rows:totable()) do
+      assert.is_true(row[1] ~= row[2] and row[2] ~= row[3] and row[1] ~= row[3])
+      for _, v in ipairs(row) do assert.are_not.equal(4, v) end   -- weight 0: never drawn
+      firsts[row[1]] = firsts[row[1]] + 1
+    end
+    assert.is_true(math.abs(firsts[1] / 4000 - 0.5) < 0.03, tostring(firsts[1]))
+    assert.is_true(math.abs(firsts[2] / 4000 - 0.25) < 0.03, tostring(firsts[2]))
+    local all = p:multinomial(3)
+    local seen = {}
+    for _, v in ipairs(all:totable()) do seen[v] = true end
+    assert.is_true(seen[1] and seen[2] and seen[3])
+  end)
+
+  it("rejects bad weights and arguments", function()
+    local p = tide.tensor({ 0.5, 0, 0.5 })
+    assert.has_error(function() p:multinomial(3) end,
+      "multinomial: invalid weights: each row must be finite, non-negative and have at least 3 nonzero weights " ..
+      "for 3 samples without replacement")
+    assert.has_error(function() tide.multinomial(tide.tensor({ 1, -1 }), 1, true) end,
+      "multinomial: invalid weights: each row must be finite, non-negative and have a positive sum")
+    assert.has_error(function() tide.multinomial(tide.tensor({ { 0, 0 } }), 1, true) end,
+      "multinomial: invalid weights: each row must be finite, non-negative and have a positive sum")
+    assert.has_error(function() tide.multinomial(tide.tensor({ 1, 0 / 0 }), 1, true) end,
+      "multinomial: invalid weights: each row must be finite, non-negative and have a positive sum")
+    assert.has_error(function() p:multinomial(4) end,
+      "multinomial: cannot draw 4 samples from 3 categories without replacement")
+    assert.has_error(function() p:multinomial(0) end, "multinomial: num_samples must be a positive integer, got 0")
+    assert.has_error(function() tide.multinomial(tide.tensor({ 1, 2 }, "int64"), 1) end,
+      "multinomial: probs must be a floating-point tensor, got int64")
+    assert.has_error(function() tide.zeros(2, 2, 2):multinomial(1) end, "multinomial: probs must be 1-d or 2-d, got 3-d")
+  end)
+end)

@@ -1420,4 +1420,61 @@ return function(tide, methods)
   define("unique", function(x, opts) return unique_of(x, opts, "unique", true) end, true)
   --- unique_consecutive(x, opts): unique of each run of equal neighbours, in order.
   define("unique_consecutive", function(x, opts) return unique_of(x, opts, "unique_consecutive", false) end, true)
+
+  -- -- sampling ---------------------------------------------------------------------------------
+
+  --- multinomial(probs, n, replacement=false): n 1-based category
+  -- indices per row of probs (1-d [K] or 2-d [R, K] non-negative weights, not
+  -- necessarily normalised), as torch.multinomial. With replacement each draw
+  -- inverts the row's cumulative distribution at a uniform number; without,
+  -- the n largest of log(w) plus Gumbel noise (Efraimidis-Spirakis), so
+  -- weights of 0 are never drawn. Draws come from the global generator
+  -- (tide.manual_seed). The weights are checked as PyTorch's CPU checks them
+  -- (finite, non-negative, each row with a positive sum, and without
+  -- replacement at least n nonzero): one read of a flag, which waits for probs.
+  define("multinomial", function(probs, n, replacement)
+    need_tensor(probs, "multinomial")
+    if probs:dim() ~= 1 and probs:dim() ~= 2 then
+      fail(fmt("multinomial: probs must be 1-d or 2-d, got %d-d", probs:dim()))
+    end
+    if not probs:is_floating_point() then
+      fail(fmt("multinomial: probs must be a floating-point tensor, got %s", probs:dtype()))
+    end
+    local K = probs:size(-1)
+    need_int(n, "multinomial", "num_samples", 1)
+    if replacement ~= nil and type(replacement) ~= "boolean" then
+      fail(fmt("multinomial: replacement must be a boolean, got %s", type(replacement)))
+    end
+    if K == 0 then fail("multinomial: probs has no categories") end
+    if not replacement and n > K then
+      fail(fmt("multinomial: cannot draw %d samples from %d categories without replacement", n, K))
+    end
+    local w = probs:dim() == 1 and probs:view(1, K) or probs
+    local R = w:size(1)
+    local out
+    tide.no_grad(function()
+      local bad = w:lt(0):any():logical_or(w:sub(w):ne(0):any()):logical_or(w:sum(2):eq(0):any())
+      if not replacement then bad = bad:logical_or(w:ne(0):sum(2):lt(n):any()) end
+      if bad:item() then
+        fail(fmt("multinomial: invalid weights: each row must be finite, non-negative and have %s",
+          replacement and "a positive sum" or ("at least " .. n .. " nonzero weights for " .. n ..
+          " samples without replacement")))
+      end
+      local opts = device_opts(w, w:dtype() == "float64" and "float64" or "float32")
+      if replacement then
+        local cdf = w:to(opts.dtype):cumsum(2)
+        local total = cdf:narrow(2, K, 1)                                   -- [R, 1]
+        local u = tide.rand({ R, n }, opts):mul(total)                      -- [R, n] in [0, total)
+        -- the first category whose cumulative weight exceeds u
+        out = cdf:view(R, 1, K):le(u:view(R, n, 1)):sum(3):add(1):clamp(1, K)
+      else
+        local u = tide.rand({ R, K }, opts):clamp(1e-30, 1)
+        local keys = w:to(opts.dtype):log():sub(u:log():neg():log())       -- log w + Gumbel
+        local _, idx = keys:topk(n, 2)
+        out = idx
+      end
+    end)
+    if probs:dim() == 1 then out = out:view(n) end
+    return out
+  end, true)
 end
