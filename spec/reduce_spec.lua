@@ -100,7 +100,7 @@ local function data(shape, dtype, op, seed)
   if dtype == "bool" then
     v = H.values(n, 0, 1.6, seed)
     for i = 1, n do v[i] = v[i] >= 0.5 end
-  elseif op == "prod" then
+  elseif op == "prod" or op == "cumprod" then
     v = H.values(n, FLOATS[dtype] and 0.6 or -2, FLOATS[dtype] and 1.4 or 3, seed)
     if not FLOATS[dtype] then for i = 1, n do v[i] = math.floor(v[i]) end end
     if dtype == "uint8" then for i = 1, n do v[i] = math.abs(v[i]) end end
@@ -403,6 +403,11 @@ function A.cumsum(l)
   for i, v in ipairs(l) do s = s + v; r[i] = s end
   return r
 end
+function A.cumprod(l)
+  local r, s = {}, 1
+  for i, v in ipairs(l) do s = s * v; r[i] = s end
+  return r
+end
 function A.softmax(l)
   local m, s, r = F.amax(l), 0, {}
   for i, v in ipairs(l) do r[i] = math.exp(v - m); s = s + r[i] end
@@ -448,11 +453,11 @@ describe("cumsum, softmax, log_softmax", function()
     H.equal(tide.tensor({ 1, 0 / 0 }):softmax(1), { 0 / 0, 0 / 0 })
   end)
 
-  for _, op in ipairs { "cumsum", "softmax", "log_softmax" } do
+  for _, op in ipairs { "cumsum", "cumprod", "softmax", "log_softmax" } do
     it(op .. " matches a float64 reference along each dim, layouts and dtypes", function()
       for _, dtype in ipairs(DTYPES) do
         local x0 = data({ 3, 4, 5 }, dtype, op, 3)
-        local rdt = op == "cumsum" and result_dtype("sum", dtype) or result_dtype("mean", dtype)
+        local rdt = op:match("^cum") and result_dtype("sum", dtype) or result_dtype("mean", dtype)
         local rtol, atol = tol(rdt)
         for lname, xl in pairs(layouts(x0)) do
           for _, dim in ipairs { 1, 2, 3, -1, -3 } do
@@ -465,6 +470,71 @@ describe("cumsum, softmax, log_softmax", function()
       end
     end)
   end
+
+  it("cumprod: hand values, integer wrapping, bool, 0-d and empty", function()
+    H.equal(tide.tensor({ { 1, 2, 3 }, { 4, 5, 6 } }):cumprod(2), { { 1, 2, 6 }, { 4, 20, 120 } })
+    H.equal(tide.tensor({ { 1, 2, 3 }, { 4, 5, 6 } }):cumprod(1), { { 1, 2, 3 }, { 4, 10, 18 } })
+    H.equal(tide.tensor({ 2, 0, 3, 0 / 0 }):cumprod(1), { 2, 0, 0, 0 / 0 })
+    local big = tide.tensor({ 2 ^ 40, 2 ^ 40 }, "int64"):cumprod(1)   -- wraps as int64 multiplication does
+    H.equal(big, { 2 ^ 40, 0 })
+    assert.equal("int64", tide.tensor({ true, false }):cumprod(1):dtype())
+    H.equal(tide.tensor({ true, true, false, true }):cumprod(1), { 1, 1, 0, 0 })
+    H.equal(tide.tensor(3):cumprod(1), 3)
+    assert.same({ 0, 3 }, tide.zeros(0, 3):cumprod(1):shape())
+    assert.has_error(function() return tide.ones(2):cumprod() end, "cumprod: a dimension is required")
+  end)
+
+  it("cumprod's gradient is right with zeros in the line", function()
+    local cases = { { 2, 3, 0.5, 4 }, { 2, 0, 3, 4 }, { 0, 3, 0, 4 }, { 1.5, -2, 0, 0 }, { 0, 0, 0, 2 } }
+    for _, c in ipairs(cases) do
+      local x = tide.tensor({ c, c }, "float64"):requires_grad_()
+      assert.is_true(tide.autograd.gradcheck(function(a) return a:cumprod(2) * tide.tensor({ 1, -2, 3, 0.5 }, "float64") end,
+        { x }), table.concat(c, " "))
+    end
+    -- by hand: d/dx2 of sum(cumprod([2, 0, 3])) = 2 + 2*3 = 8, x1 gets 1, x3 gets 0
+    local x = tide.tensor({ 2, 0, 3 }, "float64"):requires_grad_()
+    x:cumprod(1):sum():backward()
+    H.equal(x.grad, { 1, 8, 0 })
+  end)
+
+  it("cummax and cummin: values and indices, NaN staying, ties taking the later index", function()
+    local x = tide.tensor({ { 1, 3, 2, 3, 5 }, { 2, -1, 0 / 0, 9, 1 } })
+    local v, i = x:cummax(2)
+    H.equal(v, { { 1, 3, 3, 3, 5 }, { 2, 2, 0 / 0, 0 / 0, 0 / 0 } })
+    H.equal(i, { { 1, 2, 2, 4, 5 }, { 1, 1, 3, 3, 3 } })
+    local mv, mi = x:cummin(2)
+    H.equal(mv, { { 1, 1, 1, 1, 1 }, { 2, -1, 0 / 0, 0 / 0, 0 / 0 } })
+    H.equal(mi, { { 1, 1, 1, 1, 1 }, { 1, 2, 3, 3, 3 } })
+    local cv, ci = x:cummax(1)
+    H.equal(cv, { { 1, 3, 2, 3, 5 }, { 2, 3, 0 / 0, 9, 5 } })
+    H.equal(ci, { { 1, 1, 1, 1, 1 }, { 2, 1, 2, 2, 1 } })
+    for _, dt in ipairs { "int32", "int64", "uint8", "float64", "float16" } do
+      local t = tide.tensor({ 4, 1, 7, 7, 2 }, dt)
+      local a, b = tide.cummax(t, 1)
+      assert.equal(dt, a:dtype())
+      H.equal(a, { 4, 4, 7, 7, 7 }, dt)
+      H.equal(b, { 1, 1, 3, 4, 4 }, dt)
+      H.equal(t:cummin(-1), { 4, 1, 1, 1, 1 }, dt)
+    end
+    for name, t in pairs(layouts(tide.tensor({ { 3, 1, 4 }, { 1, 5, 9 } }))) do
+      local flat = H.flat(t:totable())
+      local r = {}
+      for row = 0, 1 do
+        local m = -math.huge
+        for k = 1, 3 do m = math.max(m, flat[row * 3 + k]); r[row * 3 + k] = m end
+      end
+      H.equal(t:cummax(2), H.nest(r, { 2, 3 }), name)
+    end
+    local s, si = tide.tensor(5):cummax(1)
+    H.equal(s, 5)
+    H.equal(si, 1)
+    assert.same({ 2, 0 }, tide.zeros(2, 0):cummin(2):shape())
+    assert.has_error(function() return x:cummax() end, "cummax: a dimension is required")
+    -- the gradient of each running maximum goes to where it was found
+    local g = tide.tensor({ 1, 3, 2, 5 }, "float64"):requires_grad_()
+    g:cummax(1):sum():backward()
+    H.equal(g.grad, { 1, 2, 0, 1 })
+  end)
 
   it("softmax and log_softmax of float32 rows of any length, with masked (-inf) and NaN elements", function()
     -- rows shorter than the vector lanes, one lane over, past the exp chunk of 1024

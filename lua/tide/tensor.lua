@@ -420,9 +420,12 @@ for _, name in ipairs { "var", "std" } do
 end
 
 -- argmax/argmin(dim, keepdim): 1-based indices; no dim: index into the flattened tensor.
-for _, name in ipairs { "argmax", "argmin" } do
-  local op = op_ids[name]
+-- cummax/cummin(dim): the running extreme along dim and its 1-based index (a NaN
+-- stays once met; of equal values the later index), as PyTorch.
+for _, name in ipairs { "argmax", "argmin", "cummax", "cummin" } do
+  local op, scan = op_ids[name], name:sub(1, 3) == "cum"
   functions[name] = function(a, dim, keepdim)
+    if scan and dim == nil then fail(name .. ": a dimension is required") end
     local p = new_params()
     set_dims(p, dim, name)
     p.keepdim = keepdim and 1 or 0
@@ -500,8 +503,8 @@ do
   methods.topk = functions.topk
 end
 
--- cumsum(dim, dtype), softmax(dim), log_softmax(dim)
-for _, name in ipairs { "cumsum", "softmax", "log_softmax" } do
+-- cumsum(dim, dtype), cumprod(dim, dtype), softmax(dim), log_softmax(dim)
+for _, name in ipairs { "cumsum", "cumprod", "softmax", "log_softmax" } do
   local op = op_ids[name]
   functions[name] = function(a, dim, dtype)
     if dim == nil then fail(name .. ": a dimension is required") end

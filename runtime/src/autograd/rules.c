@@ -273,6 +273,42 @@ GRAD(cumsum, 0) {   /* the reversed cumulative sum */
     SET(0, g_call(c, TIDE_OP_flip, 1, g_call(c, TIDE_OP_cumsum, 1, f, NULL, NULL, &p), NULL, NULL, &p));
     return TIDE_OK;
 }
+/* cumprod: for a line without zeros, the reversed cumulative sum of gy * y,
+ * divided by x. With zeros, that holds before the first zero; the first zero
+ * takes the reversed cumulative sum of gy * y', y' the cumprod with that zero
+ * made 1 (the product of every other factor); the elements after it get 0. */
+GRAD(cumprod, SAVE_IN0 | SAVE_OUT0) {
+    if (IN0->ndim == 0) {
+        SET(0, GY(0));
+        return TIDE_OK;
+    }
+    tide_op_params p = g_params(1, P->ints, 0, 0);
+#define SCAN(op, t) g_call(c, TIDE_OP_##op, 1, (t), NULL, NULL, &p)
+#define RCUMSUM(t) SCAN(flip, SCAN(cumsum, SCAN(flip, (t))))
+    tide_tensor * zero   = B(eq, IN(0), NUM(0));
+    tide_tensor * zeros  = SCAN(cumsum, zero);   /* zeros so far, int64 */
+    tide_tensor * before = B(eq, zeros, NUM(0));
+    tide_tensor * first  = B(logical_and, zero, B(eq, zeros, NUM(1)));
+    tide_tensor * g_before = B(div, RCUMSUM(B(mul, GY(0), OUT(0))), IN(0));
+    tide_tensor * g_first  = RCUMSUM(B(mul, GY(0), SCAN(cumprod, W(first, NUM(1), IN(0)))));
+    SET(0, W(before, g_before, W(first, g_first, NUM(0))));
+#undef RCUMSUM
+#undef SCAN
+    return TIDE_OK;
+}
+/* cummax/cummin: each output's gradient goes to where its value was found
+ * (indices repeat: added up) */
+static void cum_extreme_grad(tide_grad_ctx * c) {
+    if (IN0->ndim == 0) {
+        SET(0, GY(0));
+        return;
+    }
+    int64_t        d = P->ints[0];
+    tide_op_params p = g_params(1, &d, 0, P->flags & TIDE_PARAMF_ONE_BASED);
+    SET(0, g_call(c, TIDE_OP_scatter_add, 3, ZEROS(0), OUT(1), GY(0), &p));
+}
+GRAD(cummax, SAVE_OUT1) { if (GY(0)) cum_extreme_grad(c); return TIDE_OK; }
+GRAD(cummin, SAVE_OUT1) { if (GY(0)) cum_extreme_grad(c); return TIDE_OK; }
 
 /* -- linear algebra ------------------------------------------------------------------------- */
 

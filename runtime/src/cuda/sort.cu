@@ -1,5 +1,6 @@
 /*
- * sort.cu - sort and topk along one dim on CUDA. Each line of the input (its
+ * sort.cu - the ops along the lines of one dim on CUDA: sort, topk, cumprod,
+ * cummax and cummin. For sort and topk each line of the input (its
  * elements along dim) becomes a segment of contiguous unsigned keys whose
  * order is the CPU's: floats by their bits with the sign flipped (NaN made
  * one positive NaN, above everything; -0 made +0), signed integers with the
@@ -151,11 +152,102 @@ int k_sort(const tide_devcall * c) {
 
 int k_topk(const tide_devcall * c) { return sort_along(c, (int32_t)c->p.ints[0], c->p.ints[1], c->p.ints[2] != 0); }
 
+/* -- cumprod, cummax, cummin: a thread scans a line -------------------------------------------- */
+
+/* As ops/cpu/reduce.c: cumprod in double for floats, wrapping in the width for
+ * integers; cummax/cummin keep a NaN once met and move to an equal element. The
+ * lines are independent, so a thread per line; a single long line is serial. */
+template <typename T> using prod_acc = std::conditional_t<std::is_floating_point_v<T>, double,
+                                                          std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>>;
+
+template <typename T>
+__global__ void __launch_bounds__(THREADS)
+cumprod_kernel(Shape s, Operands<2> ops, int64_t xs, int64_t ys, int64_t R, int64_t lines) {
+    int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t line = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; line < lines; line += step) {
+        int64_t off[2];
+        offsets_of<2, uint64_t>(s, ops.o, (uint64_t)line, off);
+        prod_acc<T> a = 1;
+        for (int64_t r = 0; r < R; r++) {
+            a *= (prod_acc<T>)load_as<T>(ops.o[0].data, ops.o[0].dtype, off[0] + r * xs);
+            store_as<T>((void *)ops.o[1].data, ops.o[1].dtype, off[1] + r * ys, (T)a);
+        }
+    }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(THREADS)
+cumext_kernel(Shape s, Operands<3> ops, int64_t xs, int64_t vs, int64_t is, int64_t R, int64_t lines, bool mx,
+              int64_t base) {
+    int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t line = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; line < lines; line += step) {
+        int64_t off[3];
+        offsets_of<3, uint64_t>(s, ops.o, (uint64_t)line, off);
+        T       m  = T();
+        int64_t at = 0;
+        for (int64_t r = 0; r < R; r++) {
+            T v = load_as<T>(ops.o[0].data, ops.o[0].dtype, off[0] + r * xs);
+            if (r == 0 || (!(m != m) && (v != v || (mx ? v >= m : v <= m)))) m = v, at = r;
+            store_as<T>((void *)ops.o[1].data, ops.o[1].dtype, off[1] + r * vs, m);
+            ((int64_t *)ops.o[2].data)[off[2] + r * is] = at + base;
+        }
+    }
+}
+
+int k_cumprod(const tide_devcall * c) {
+    if (int rc = use(c->dev)) return rc;
+    const tide_devtensor & x = c->in[0], & y = c->out[0];
+    if (!x.data && x.nelem > 0)
+        return set_error(TIDE_DEVAPI_ERROR, "%s: input 1 must be a tensor on the device, not a host number", c->op);
+    if (y.nelem == 0) return TIDE_DEVAPI_OK;
+    int32_t     dim = (int32_t)c->p.ints[0];
+    Lines       l   = lines_of(x, dim);
+    Operands<2> ops;
+    ops.o[0] = along_lines(x, l);
+    ops.o[1] = along_lines(y, l);
+    int64_t xs = x.ndim ? x.strides[dim] : 0, ys = y.ndim ? y.strides[dim] : 0;
+    cudaStream_t st = (cudaStream_t)c->stream;
+    if (!dispatch_compute(c->compute_dtype, [&](auto t) {
+            cumprod_kernel<decltype(t)><<<blocks_for(l.lines), THREADS, 0, st>>>(l.s, ops, xs, ys, l.R, l.lines);
+        }))
+        return no_dtype(c, c->compute_dtype);
+    return launched(c);
+}
+
+int cum_extreme(const tide_devcall * c, bool mx) {
+    if (int rc = use(c->dev)) return rc;
+    const tide_devtensor & x = c->in[0], & vals = c->out[0], & idx = c->out[1];
+    if (!x.data && x.nelem > 0)
+        return set_error(TIDE_DEVAPI_ERROR, "%s: input 1 must be a tensor on the device, not a host number", c->op);
+    if (vals.nelem == 0) return TIDE_DEVAPI_OK;
+    int32_t     dim = (int32_t)c->p.ints[0];
+    Lines       l   = lines_of(x, dim);
+    Operands<3> ops;
+    ops.o[0] = along_lines(x, l);
+    ops.o[1] = along_lines(vals, l);
+    ops.o[2] = along_lines(idx, l);
+    int64_t xs = x.ndim ? x.strides[dim] : 0, vs = vals.ndim ? vals.strides[dim] : 0,
+            is = idx.ndim ? idx.strides[dim] : 0, base = (c->p.flags & TIDE_PARAMF_ONE_BASED) ? 1 : 0;
+    cudaStream_t st = (cudaStream_t)c->stream;
+    if (!dispatch_compute(c->compute_dtype, [&](auto t) {
+            cumext_kernel<decltype(t)>
+                <<<blocks_for(l.lines), THREADS, 0, st>>>(l.s, ops, xs, vs, is, l.R, l.lines, mx, base);
+        }))
+        return no_dtype(c, c->compute_dtype);
+    return launched(c);
+}
+
+int k_cummax(const tide_devcall * c) { return cum_extreme(c, true); }
+int k_cummin(const tide_devcall * c) { return cum_extreme(c, false); }
+
 }   // namespace
 
 const kernel_entry sort_kernels[] = {
     {"sort", k_sort},
     {"topk", k_topk},
+    {"cumprod", k_cumprod},
+    {"cummax", k_cummax},
+    {"cummin", k_cummin},
     {nullptr, nullptr},
 };
 

@@ -1,8 +1,8 @@
 /*
  * reduce.c - CPU kernels of the reductions (sum, mean, prod, amax, amin,
  * max_dim, min_dim, argmax, argmin, var, std, logsumexp, all, any), of the
- * ops that scan along one dim (cumsum, softmax, log_softmax) and of sort and
- * topk. Every input is
+ * ops that scan along one dim (cumsum, cumprod, cummax, cummin, softmax,
+ * log_softmax) and of sort and topk. Every input is
  * seen as a contiguous [A, R, B] array in the compute dtype (R reduced),
  * gathered into a temporary when it is not one already. Shapes, dtypes and
  * dims were checked and normalised by the rules in registry.c.
@@ -603,7 +603,7 @@ tide_status tide_cpu_argmin(const tide_opcall * c) { return reduce(c, R_ROWX, X_
 
 /* -- scans along one dim: cumsum, softmax, log_softmax -------------------------------------- */
 
-typedef enum { S_CUMSUM, S_SOFTMAX, S_LOGSOFTMAX } scan_kind;
+typedef enum { S_CUMSUM, S_CUMPROD, S_SOFTMAX, S_LOGSOFTMAX } scan_kind;
 
 /* One task: row a, column tile b0..b0+w of the [A, R, B] input x into y. */
 #define SCAN(SUF, T, ACC)                                                                        \
@@ -621,6 +621,25 @@ SCAN(f64, double, double)
 SCAN(i32, int32_t, uint32_t)
 SCAN(i64, int64_t, uint64_t)
 SCAN(u8, uint8_t, uint8_t)
+
+/* cumprod in the same way: floats in double, integers wrapping in their width. */
+#define SCANP(SUF, T, ACC)                                                                       \
+    static void cumprod_##SUF(const T * restrict x, T * restrict y, int64_t R, int64_t B,       \
+                              int64_t w) {                                                       \
+        ACC a[TILE];                                                                             \
+        for (int64_t j = 0; j < w; j++) a[j] = 1;                                                \
+        for (int64_t r = 0; r < R; r++)                                                          \
+            for (int64_t j = 0; j < w; j++) {                                                    \
+                a[j] *= (ACC)x[r * B + j];                                                       \
+                y[r * B + j] = (T)a[j];                                                          \
+            }                                                                                    \
+    }
+SCANP(f32, float, double)
+SCANP(f64, double, double)
+SCANP(i32, int32_t, uint32_t)
+SCANP(i64, int64_t, uint64_t)
+SCANP(u8, uint8_t, uint32_t)
+SCANP(b, uint8_t, uint8_t)   /* bool: whether every element so far is true (0/1 multiply) */
 
 /* A bool cumsum: whether any element so far is true (a count would store 2,
  * 3, ... in a bool, which eq and other bool ops then misread, and 256 trues
@@ -719,6 +738,17 @@ static void scan_range(void * ctx, int64_t b, int64_t e) {
         int64_t off = (a * g->R * g->B + b0) * (int64_t)esz;
         const void * x = g->src + off;
         void * y = j->y + off;
+        if (j->kind == S_CUMPROD) {
+            switch (j->ct) {
+            case TIDE_DTYPE_F32: cumprod_f32(x, y, g->R, g->B, w); break;
+            case TIDE_DTYPE_F64: cumprod_f64(x, y, g->R, g->B, w); break;
+            case TIDE_DTYPE_I32: cumprod_i32(x, y, g->R, g->B, w); break;
+            case TIDE_DTYPE_I64: cumprod_i64(x, y, g->R, g->B, w); break;
+            case TIDE_DTYPE_U8:  cumprod_u8(x, y, g->R, g->B, w); break;
+            default:             cumprod_b(x, y, g->R, g->B, w); break;
+            }
+            continue;
+        }
         if (j->kind != S_CUMSUM) {
             if (j->ct == TIDE_DTYPE_F32 && g->B == 1) softmax_row_f32(x, y, g->R, j->kind == S_LOGSOFTMAX);
             else if (j->ct == TIDE_DTYPE_F32) softmax_f32(x, y, g->R, g->B, w, j->kind == S_LOGSOFTMAX);
@@ -760,6 +790,7 @@ static tide_status scan(const tide_opcall * c, scan_kind kind) {
 }
 
 tide_status tide_cpu_cumsum(const tide_opcall * c) { return scan(c, S_CUMSUM); }
+tide_status tide_cpu_cumprod(const tide_opcall * c) { return scan(c, S_CUMPROD); }
 tide_status tide_cpu_softmax(const tide_opcall * c) { return scan(c, S_SOFTMAX); }
 tide_status tide_cpu_log_softmax(const tide_opcall * c) { return scan(c, S_LOGSOFTMAX); }
 
@@ -938,3 +969,93 @@ tide_status tide_cpu_sort(const tide_opcall * c) {
 tide_status tide_cpu_topk(const tide_opcall * c) {
     return sort_along(c, (int32_t)c->p.ints[0], c->p.ints[1], c->p.ints[2] != 0);
 }
+
+/* -- cummax and cummin: the running extreme and where it was found --------------------------- */
+
+/* As PyTorch: a NaN, once met, is the extreme from there on (its index the
+ * first NaN's); an element equal to the extreme takes its place, so the index
+ * is the last of equal ones. */
+#define CUMEXT(SUF, T, ISNAN)                                                                    \
+    static void cumext_##SUF(const T * restrict x, T * restrict y, int64_t * restrict yi,        \
+                             int64_t R, int64_t B, int64_t w, bool mx, int64_t base) {          \
+        T       m[TILE];                                                                         \
+        int64_t at[TILE];                                                                        \
+        for (int64_t r = 0; r < R; r++)                                                          \
+            for (int64_t j = 0; j < w; j++) {                                                    \
+                T v = x[r * B + j];                                                              \
+                if (r == 0 || (!ISNAN(m[j]) && (ISNAN(v) || (mx ? v >= m[j] : v <= m[j]))))      \
+                    m[j] = v, at[j] = r;                                                         \
+                y[r * B + j]  = m[j];                                                            \
+                yi[r * B + j] = at[j] + base;                                                    \
+            }                                                                                    \
+    }
+CUMEXT(f32, float, IS_NAN)
+CUMEXT(f64, double, IS_NAN)
+CUMEXT(i32, int32_t, NEVER_NAN)
+CUMEXT(i64, int64_t, NEVER_NAN)
+CUMEXT(u8, uint8_t, NEVER_NAN)
+
+typedef struct {
+    const arb * g;
+    char *      y;
+    int64_t *   yi;
+    int32_t     ct;
+    int64_t     W, tiles, base;
+    bool        mx;
+} cumext_job;
+
+static void cumext_range(void * ctx, int64_t b, int64_t e) {
+    const cumext_job * j = ctx;
+    const arb * g = j->g;
+    size_t esz = tide_dtype_size(j->ct);
+    for (int64_t t = b; t < e; t++) {
+        int64_t a = t / j->tiles, b0 = (t % j->tiles) * j->W, w = g->B - b0 < j->W ? g->B - b0 : j->W;
+        int64_t el = a * g->R * g->B + b0;
+        const void * x = g->src + el * (int64_t)esz;
+        void * y = j->y + el * (int64_t)esz;
+        int64_t * yi = j->yi + el;
+        switch (j->ct) {
+        case TIDE_DTYPE_F32: cumext_f32(x, y, yi, g->R, g->B, w, j->mx, j->base); break;
+        case TIDE_DTYPE_F64: cumext_f64(x, y, yi, g->R, g->B, w, j->mx, j->base); break;
+        case TIDE_DTYPE_I32: cumext_i32(x, y, yi, g->R, g->B, w, j->mx, j->base); break;
+        case TIDE_DTYPE_I64: cumext_i64(x, y, yi, g->R, g->B, w, j->mx, j->base); break;
+        default:             cumext_u8(x, y, yi, g->R, g->B, w, j->mx, j->base); break;
+        }
+    }
+}
+
+static tide_status cumext(const tide_opcall * c, bool mx) {
+    tide_tensor * x = c->in[0], * vals = c->out[0], * idx = c->out[1];
+    int32_t ct = c->compute_dtype;
+    if (vals->nelem == 0) return TIDE_OK;
+    bool red[TIDE_MAX_DIMS] = {0};
+    if (x->ndim > 0) red[c->p.ints[0]] = true;
+    arb g;
+    TIDE_CHECK(arb_init(x, red, ct, false, &g));
+    void * ytmp, * itmp = NULL;
+    char * y = result_buf(vals, ct, &ytmp);
+    int64_t * yi = y ? result_buf(idx, TIDE_DTYPE_I64, &itmp) : NULL;
+    if (!y || !yi) {
+        free(g.tmp), free(ytmp), free(itmp);
+        return tide_error_set(TIDE_E_OOM, "%s: out of memory", tide_op_name(c->op));
+    }
+    cumext_job j = {&g, y, yi, ct, g.B < TILE ? g.B : TILE, 0, (c->p.flags & TIDE_PARAMF_ONE_BASED) ? 1 : 0, mx};
+    j.tiles = (g.B + j.W - 1) / j.W;
+    int64_t per = g.R * j.W;
+    tide_parallel_for(g.A * j.tiles, per >= TIDE_GRAIN ? 1 : TIDE_GRAIN / per, 1, cumext_range, &j);
+    free(g.tmp);
+    result_flush(vals, ct, ytmp);
+    result_flush(idx, TIDE_DTYPE_I64, itmp);
+    return TIDE_OK;
+}
+
+/* cummax/cummin: x's shape twice; ints[0] the dim (normalised). */
+tide_status tide_shape_first_dim2(tide_opcall * c, tide_shape_out * o) {
+    TIDE_CHECK(tide_shape_first_dim(c, o));
+    o->ndim[1] = o->ndim[0];
+    memcpy(o->sizes[1], o->sizes[0], sizeof o->sizes[0]);
+    return TIDE_OK;
+}
+
+tide_status tide_cpu_cummax(const tide_opcall * c) { return cumext(c, true); }
+tide_status tide_cpu_cummin(const tide_opcall * c) { return cumext(c, false); }
