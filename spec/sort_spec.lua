@@ -1,7 +1,8 @@
 -- sort_spec: sort, argsort, msort and topk along a dim against a plain-Lua
 -- stable sort: both directions, every dtype, NaN/inf/signed zeros, ties (their
 -- indices in input order), every layout, 0-d and empty tensors, the gradient,
--- jit capture and the errors.
+-- jit capture and the errors; then what is built on them (kthvalue, median,
+-- quantile, unique) and searchsorted/bucketize against a linear search.
 local tide = require "tide"
 local H = require "spec.helpers"
 
@@ -329,5 +330,91 @@ describe("order statistics", function()
     H.equal(tide.unique(tide.tensor({ true, false, true })), { false, true })
     assert.has_error(function() t:unique({ dim = 1 }) end,
       "unique: the dim option is not supported; unique works on all elements")
+  end)
+end)
+
+describe("searchsorted and bucketize", function()
+  -- the 1-based insertion index of v in the sorted list (NaN last)
+  local function ref(list, v, right)
+    local function below(a, b) return a < b or (a == a and b ~= b) end
+    for i, e in ipairs(list) do
+      if right then
+        if below(v, e) then return i end
+      elseif not below(e, v) then
+        return i
+      end
+    end
+    return #list + 1
+  end
+
+  local seq = { -3, -1, -1, 0, 2, 2, 2, 5, 8, nan }
+  local vals = { -5, -3, -1, 0, 1, 2, 3, 8, 9, inf, -inf, nan, -0.0 }
+
+  it("finds each value's place on either side, NaN last", function()
+    for _, right in ipairs { false, true } do
+      local want = {}
+      for k, v in ipairs(vals) do want[k] = ref(seq, v, right) end
+      local got = tide.searchsorted(tide.tensor(seq), tide.tensor(vals), { right = right })
+      assert.are.equal("int64", got:dtype())
+      H.equal(got, want, "right=" .. tostring(right))
+      H.equal(tide.bucketize(tide.tensor(vals), tide.tensor(seq), { right = right }), want)
+      H.equal(tide.tensor(vals, "float64"):bucketize(tide.tensor(seq), { side = right and "right" or "left" }), want)
+    end
+    H.equal(tide.searchsorted(tide.tensor({ 1, 3, 5 }), 4), 3)   -- a number: a 0-d result
+  end)
+
+  it("searches each row of an n-d sequence, in every layout", function()
+    local s = tide.tensor({ { 1, 3, 5, 7 }, { 2, 2, 4, 6 }, { -1, 0, 0, 9 } })
+    local v = tide.tensor({ { 0, 5, 8 }, { 2, 3, 7 }, { 0, 10, -1 } })
+    local want = {}
+    local sl, vl = s:totable(), v:totable()
+    for r = 1, 3 do
+      want[r] = {}
+      for k = 1, 3 do want[r][k] = ref(sl[r], vl[r][k], false) end
+    end
+    for sname, st in pairs(H.layouts(s)) do
+      for vname, vt in pairs(H.layouts(v)) do
+        H.equal(tide.searchsorted(st, vt), want, sname .. "/" .. vname)
+      end
+    end
+  end)
+
+  it("compares in the promoted dtype", function()
+    local s = tide.tensor({ 1, 2, 3 }, "int64")
+    H.equal(tide.searchsorted(s, tide.tensor({ 1.5, 2, 2.5 })), { 2, 2, 3 })
+    H.equal(tide.searchsorted(s, tide.tensor({ 1.5, 2, 2.5 }), { right = true }), { 2, 3, 3 })
+    H.equal(tide.searchsorted(tide.tensor({ 10, 200 }, "uint8"), tide.tensor({ 5, 100, 250 }, "uint8")), { 1, 2, 3 })
+  end)
+
+  it("handles empty values and an empty sequence", function()
+    assert.are.same({ 0 }, tide.searchsorted(tide.tensor({ 1, 2 }), tide.zeros(0)):shape())
+    H.equal(tide.searchsorted(tide.zeros(0), tide.tensor({ 1, 2 })), { 1, 1 })
+    assert.are.same({ 2, 0 }, tide.searchsorted(tide.zeros(2, 3), tide.zeros(2, 0)):shape())
+  end)
+
+  it("is captured by jit.compile", function()
+    local s = tide.tensor({ 1, 3, 5 })
+    local f = tide.jit.compile(function(v) return tide.searchsorted(s, v * 2) end)
+    for _ = 1, 3 do H.equal(f(tide.tensor({ 0.4, 1.5, 2 })), { 1, 2, 3 }) end
+  end)
+
+  it("rejects bad arguments", function()
+    local s2 = tide.tensor({ { 1, 2 }, { 3, 4 } })
+    assert.has_error(function() tide.searchsorted(s2, tide.tensor({ 1, 2 })) end,
+      "searchsorted: a sorted sequence of shape [2,2] takes values with the same leading dimensions, got [2]")
+    assert.has_error(function() tide.searchsorted(s2, tide.zeros(3, 1)) end,
+      "searchsorted: a sorted sequence of shape [2,2] takes values with the same leading dimensions, got [3,1]")
+    assert.has_error(function() tide.searchsorted(tide.tensor(1), tide.tensor({ 1 })) end,
+      "searchsorted: the sorted sequence must have a dimension, got a 0-d tensor")
+    assert.has_error(function() tide.searchsorted({ 1, 2 }, 1) end,
+      "searchsorted: the sorted sequence must be a tensor, got table")
+    assert.has_error(function() tide.searchsorted(tide.tensor({ 1 }), 1, { right = true, side = "left" }) end,
+      "searchsorted: side 'left' contradicts right = true")
+    assert.has_error(function() tide.searchsorted(tide.tensor({ 1 }), 1, { side = "middle" }) end,
+      "searchsorted: side must be 'left' or 'right', got middle")
+    assert.has_error(function() tide.bucketize(tide.tensor({ 1 }), s2) end,
+      "bucketize: boundaries must be 1-d, got a 2-d tensor")
+    assert.has_error(function() tide.searchsorted(tide.tensor({ true }), tide.tensor({ true })) end,
+      "searchsorted: dtype bool is not supported")
   end)
 end)

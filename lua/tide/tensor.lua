@@ -503,6 +503,52 @@ do
   methods.topk = functions.topk
 end
 
+-- searchsorted(sorted_sequence, values, {right=false, side='left'|'right'}): where
+-- each value would be inserted to keep each row in order, as a 1-based index
+-- (1 .. M+1; right: after equal elements); sorted_sequence is 1-d, or rows whose
+-- leading dims are the values'. bucketize(input, boundaries, {right=false}): the
+-- same with 1-d boundaries, PyTorch's argument order. NaN sorts last, as in sort.
+do
+  local op = op_ids.searchsorted
+  local function side_of(name, opts)
+    if opts == nil then return false end
+    if type(opts) ~= "table" then fail(string.format("%s: options must be a table, got %s", name, type(opts))) end
+    for k in pairs(opts) do
+      if k ~= "right" and k ~= "side" then fail(string.format("%s: unknown option '%s'", name, tostring(k))) end
+    end
+    local right = opts.right
+    if right ~= nil and type(right) ~= "boolean" then
+      fail(string.format("%s: right must be a boolean, got %s", name, type(right)))
+    end
+    local side = opts.side
+    if side ~= nil and side ~= "left" and side ~= "right" then
+      fail(string.format("%s: side must be 'left' or 'right', got %s", name, tostring(side)))
+    end
+    if side ~= nil and right ~= nil and (side == "right") ~= right then
+      fail(string.format("%s: side '%s' contradicts right = %s", name, side, tostring(right)))
+    end
+    return right or side == "right"
+  end
+  local function search(name, seq, values, right)
+    if not is_tensor(seq) then fail(string.format("%s: the sorted sequence must be a tensor, got %s", name, type(seq))) end
+    values = operand(values, name, 2)
+    local p = new_params()
+    p.n_ints, p.ints[0], p.flags = 1, right and 1 or 0, ONE_BASED
+    ins[0], ins[1] = seq, values
+    return run(op, 2, p, nil)
+  end
+  functions.searchsorted = function(seq, values, opts)
+    return search("searchsorted", seq, values, side_of("searchsorted", opts))
+  end
+  functions.bucketize = function(input, boundaries, opts)
+    if is_tensor(boundaries) and boundaries.ndim ~= 1 then
+      fail(string.format("bucketize: boundaries must be 1-d, got a %d-d tensor", boundaries.ndim))
+    end
+    return search("bucketize", boundaries, input, side_of("bucketize", opts))
+  end
+  methods.bucketize = functions.bucketize
+end
+
 -- cumsum(dim, dtype), cumprod(dim, dtype), softmax(dim), log_softmax(dim)
 for _, name in ipairs { "cumsum", "cumprod", "softmax", "log_softmax" } do
   local op = op_ids[name]

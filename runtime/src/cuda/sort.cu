@@ -1,6 +1,6 @@
 /*
  * sort.cu - the ops along the lines of one dim on CUDA: sort, topk, cumprod,
- * cummax and cummin. For sort and topk each line of the input (its
+ * cummax, cummin and searchsorted. For sort and topk each line of the input (its
  * elements along dim) becomes a segment of contiguous unsigned keys whose
  * order is the CPU's: floats by their bits with the sign flipped (NaN made
  * one positive NaN, above everything; -0 made +0), signed integers with the
@@ -237,6 +237,60 @@ int cum_extreme(const tide_devcall * c, bool mx) {
     return launched(c);
 }
 
+/* -- searchsorted: a thread per value, a binary search in its row ---------------------------- */
+
+template <typename T> __device__ inline bool below(T a, T b) {   /* NaN above every number, as sort */
+    return a < b || (!(a != a) && b != b);
+}
+
+/* ops: the row of the sorted sequence over the values' shape (stride 0 along
+ * the last dim, or everywhere for a 1-d one), the values, the result */
+template <typename T>
+__global__ void __launch_bounds__(THREADS)
+search_kernel(Shape s, Operands<3> ops, int64_t ss, int64_t M, bool right, int64_t base, int64_t n) {
+    int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+        int64_t off[3];
+        offsets_of<3, uint64_t>(s, ops.o, (uint64_t)i, off);
+        T       v  = read<T>(ops.o[1], off[1]);
+        int64_t lo = 0, hi = M;
+        while (lo < hi) {
+            int64_t mid = lo + (hi - lo) / 2;
+            T       e   = load_as<T>(ops.o[0].data, ops.o[0].dtype, off[0] + mid * ss);
+            if (right ? !below(v, e) : below(e, v)) lo = mid + 1;
+            else hi = mid;
+        }
+        ((int64_t *)ops.o[2].data)[off[2]] = lo + base;
+    }
+}
+
+int k_searchsorted(const tide_devcall * c) {
+    if (int rc = use(c->dev)) return rc;
+    const tide_devtensor & seq = c->in[0], & v = c->in[1], & out = c->out[0];
+    if (!seq.data)
+        return set_error(TIDE_DEVAPI_ERROR, "%s: the sorted sequence must be a tensor on the device", c->op);
+    if (out.nelem == 0) return TIDE_DEVAPI_OK;
+    Shape       sh = shape_of(out);
+    Operands<3> ops;
+    ops.o[0] = operand(seq, sh);
+    if (seq.ndim == 1) {
+        for (int32_t d = 0; d < TIDE_MAX_DIMS; d++) ops.o[0].strides[d] = 0;
+    } else {
+        ops.o[0].strides[sh.ndim - 1] = 0;   /* the row's start; its elements go by ss */
+    }
+    ops.o[1] = operand(v, sh);
+    ops.o[2] = operand(out, sh);
+    int64_t M = seq.sizes[seq.ndim - 1], ss = seq.strides[seq.ndim - 1];
+    int64_t base = (c->p.flags & TIDE_PARAMF_ONE_BASED) ? 1 : 0;
+    cudaStream_t st = (cudaStream_t)c->stream;
+    if (!dispatch_compute(c->compute_dtype, [&](auto t) {
+            search_kernel<decltype(t)><<<blocks_for(out.nelem), THREADS, 0, st>>>(sh, ops, ss, M, c->p.ints[0] != 0,
+                                                                                  base, out.nelem);
+        }))
+        return no_dtype(c, c->compute_dtype);
+    return launched(c);
+}
+
 int k_cummax(const tide_devcall * c) { return cum_extreme(c, true); }
 int k_cummin(const tide_devcall * c) { return cum_extreme(c, false); }
 
@@ -248,6 +302,7 @@ const kernel_entry sort_kernels[] = {
     {"cumprod", k_cumprod},
     {"cummax", k_cummax},
     {"cummin", k_cummin},
+    {"searchsorted", k_searchsorted},
     {nullptr, nullptr},
 };
 

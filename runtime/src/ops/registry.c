@@ -82,6 +82,7 @@ RULE(SUM) {
     return TIDE_OK;
 }
 RULE(INDEX)  { c->compute_dtype = c->in[0]->dtype_id; o[0] = TIDE_DTYPE_I64; return TIDE_OK; }
+RULE(SEARCH) { c->compute_dtype = promote_inputs(c, 0, c->n_in - 1); o[0] = TIDE_DTYPE_I64; return TIDE_OK; }
 RULE(VALIDX) { c->compute_dtype = o[0] = c->in[0]->dtype_id; o[1] = TIDE_DTYPE_I64; return TIDE_OK; }
 RULE(WHERE)  { o[0] = promote_inputs(c, 1, 2); c->compute_dtype = o[0]; return TIDE_OK; }
 RULE(COPY) {

@@ -970,6 +970,103 @@ tide_status tide_cpu_topk(const tide_opcall * c) {
     return sort_along(c, (int32_t)c->p.ints[0], c->p.ints[1], c->p.ints[2] != 0);
 }
 
+/* -- searchsorted: where values would go in sorted rows ------------------------------------- */
+
+/* values' shape; a sorted sequence of more than one dim has rows [..., M]
+ * whose leading dims are the values' own. */
+tide_status tide_shape_searchsorted(tide_opcall * c, tide_shape_out * o) {
+    const tide_tensor * s = c->in[0], * v = c->in[1];
+    const char * op = tide_op_name(c->op);
+    char a[128], b[128];
+    if (s->ndim == 0) return tide_error_set(TIDE_E_SHAPE, "%s: the sorted sequence must have a dimension, got a 0-d tensor", op);
+    if (s->ndim > 1) {
+        bool ok = v->ndim == s->ndim;
+        for (int32_t d = 0; ok && d < s->ndim - 1; d++) ok = s->sizes[d] == v->sizes[d];
+        if (!ok)
+            return tide_error_set(TIDE_E_SHAPE,
+                                  "%s: a sorted sequence of shape %s takes values with the same leading dimensions, got %s",
+                                  op, tide_shape_str(s, a, sizeof a), tide_shape_str(v, b, sizeof b));
+    }
+    c->p.ints[0] = c->p.n_ints > 0 && c->p.ints[0] != 0;
+    c->p.n_ints  = 1;
+    o->ndim[0]   = v->ndim;
+    memcpy(o->sizes[0], v->sizes, (size_t)v->ndim * sizeof(int64_t));
+    return TIDE_OK;
+}
+
+/* The first place in row[0..M) where v goes: before the first element not below
+ * v (left) or above v (right), NaN above every number, as sort orders them. */
+#define SEARCHER(SUF, T, ISNAN)                                                                  \
+    static inline bool below_##SUF(T a, T b) { return a < b || (!ISNAN(a) && ISNAN(b)); }       \
+    static int64_t search_##SUF(const T * row, int64_t M, T v, bool right) {                     \
+        int64_t lo = 0, hi = M;                                                                  \
+        while (lo < hi) {                                                                        \
+            int64_t mid = lo + (hi - lo) / 2;                                                    \
+            if (right ? !below_##SUF(v, row[mid]) : below_##SUF(row[mid], v)) lo = mid + 1;      \
+            else hi = mid;                                                                       \
+        }                                                                                        \
+        return lo;                                                                               \
+    }
+SEARCHER(f32, float, IS_NAN)
+SEARCHER(f64, double, IS_NAN)
+SEARCHER(i32, int32_t, NEVER_NAN)
+SEARCHER(i64, int64_t, NEVER_NAN)
+SEARCHER(u8, uint8_t, NEVER_NAN)
+
+typedef struct {
+    const char * s, * v;
+    int64_t *    y;
+    int32_t      ct;
+    int64_t      M, K, base;   /* K: values per row (0: every value searches the one row) */
+    bool         right;
+} search_job;
+
+static void search_range(void * ctx, int64_t b, int64_t e) {
+    const search_job * j = ctx;
+    for (int64_t i = b; i < e; i++) {
+        int64_t row = j->K ? i / j->K * j->M : 0, r;
+        switch (j->ct) {
+        case TIDE_DTYPE_F32: r = search_f32((const float *)j->s + row, j->M, ((const float *)j->v)[i], j->right); break;
+        case TIDE_DTYPE_F64: r = search_f64((const double *)j->s + row, j->M, ((const double *)j->v)[i], j->right); break;
+        case TIDE_DTYPE_I32: r = search_i32((const int32_t *)j->s + row, j->M, ((const int32_t *)j->v)[i], j->right); break;
+        case TIDE_DTYPE_I64: r = search_i64((const int64_t *)j->s + row, j->M, ((const int64_t *)j->v)[i], j->right); break;
+        default:             r = search_u8((const uint8_t *)j->s + row, j->M, ((const uint8_t *)j->v)[i], j->right); break;
+        }
+        j->y[i] = r + j->base;
+    }
+}
+
+/* t as contiguous memory of dtype ct: its own, or *tmp (to free) */
+static const char * dense_as(tide_tensor * t, int32_t ct, void ** tmp) {
+    *tmp = NULL;
+    if (t->dtype_id == ct && tide_tensor_is_contiguous(t)) return tide_tensor_ptr(t);
+    *tmp = malloc((size_t)(t->nelem ? t->nelem : 1) * tide_dtype_size(ct));
+    if (*tmp) xfer_run(t, NULL, *tmp, ct, false);
+    return *tmp;
+}
+
+tide_status tide_cpu_searchsorted(const tide_opcall * c) {
+    tide_tensor * s = c->in[0], * v = c->in[1], * out = c->out[0];
+    int32_t ct = c->compute_dtype;
+    if (out->nelem == 0) return TIDE_OK;
+    void * stmp, * vtmp, * ytmp = NULL;
+    const char * sp = dense_as(s, ct, &stmp);
+    const char * vp = sp ? dense_as(v, ct, &vtmp) : (vtmp = NULL);
+    int64_t * y = vp ? result_buf(out, TIDE_DTYPE_I64, &ytmp) : NULL;
+    if (!y) {
+        free(stmp), free(vtmp), free(ytmp);
+        return tide_error_set(TIDE_E_OOM, "searchsorted: out of memory");
+    }
+    int64_t M = s->sizes[s->ndim - 1];
+    search_job j = {sp, vp, y, ct, M, s->ndim > 1 ? v->sizes[v->ndim - 1] : 0,
+                    (c->p.flags & TIDE_PARAMF_ONE_BASED) ? 1 : 0, c->p.ints[0] != 0};
+    /* a search costs about log2(M) compares: a few hundred searches make a task */
+    tide_parallel_for(out->nelem, TIDE_GRAIN / 16 > 1 ? TIDE_GRAIN / 16 : 1, 1, search_range, &j);
+    free(stmp), free(vtmp);
+    result_flush(out, TIDE_DTYPE_I64, ytmp);
+    return TIDE_OK;
+}
+
 /* -- cummax and cummin: the running extreme and where it was found --------------------------- */
 
 /* As PyTorch: a NaN, once met, is the extreme from there on (its index the
