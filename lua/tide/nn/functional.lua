@@ -119,6 +119,49 @@ function F.linear(input, weight, bias)
   return y
 end
 
+--- y[..., o] = sum_ij x1[..., i] W[o, i, j] x2[..., j] + b[o].
+-- @param input1 [*, in1_features]
+-- @param input2 [*, in2_features] (the same leading dimensions)
+-- @param weight [out_features, in1_features, in2_features]
+-- @param bias [out_features] or nil
+-- @return [*, out_features]
+-- @usage local y = F.bilinear(x1, x2, w, b)
+function F.bilinear(input1, input2, weight, bias)
+  need_float(input1, "bilinear", "input1")
+  need_float(input2, "bilinear", "input2")
+  need_float(weight, "bilinear", "weight")
+  if weight:dim() ~= 3 then
+    fail(string.format("bilinear: weight must be 3-d [out_features, in1_features, in2_features], got shape %s",
+      shape_str(weight)))
+  end
+  local out, in1, in2 = weight:size(1), weight:size(2), weight:size(3)
+  if input1:dim() == 0 or input1:dim() ~= input2:dim() or input1:size(-1) ~= in1 or input2:size(-1) ~= in2 then
+    fail(string.format("bilinear: inputs of shapes %s and %s do not match weight of shape %s " ..
+      "(expected [*, %d] and [*, %d])", shape_str(input1), shape_str(input2), shape_str(weight), in1, in2))
+  end
+  local lead = input1:shape()
+  for d = 1, #lead - 1 do
+    if input2:size(d) ~= lead[d] then
+      fail(string.format("bilinear: inputs of shapes %s and %s differ in their leading dimensions",
+        shape_str(input1), shape_str(input2)))
+    end
+  end
+  local x1, x2 = input1:reshape(-1, in1), input2:reshape(-1, in2)
+  -- x1 W as [N, out, in2], then contracted with x2 over in2
+  local t = x1:matmul(weight:permute(2, 1, 3):reshape(in1, out * in2)):view(-1, out, in2)
+  local y = (t * x2:unsqueeze(2)):sum(3)
+  if bias ~= nil then
+    need_float(bias, "bilinear", "bias")
+    if bias:dim() ~= 1 or bias:size(1) ~= out then
+      fail(string.format("bilinear: bias of shape %s does not match weight of shape %s (expected [%d])",
+        shape_str(bias), shape_str(weight), out))
+    end
+    y = y + bias
+  end
+  lead[#lead] = out
+  return y:reshape(lead)
+end
+
 --- max(x, 0).
 -- @usage F.relu(x)
 function F.relu(x) need_tensor(x, "relu", "input") return x:relu() end

@@ -2,8 +2,9 @@
 -- class deriving from nn.Module (tide.nn.module: parameters, buffers,
 -- state_dict, to, train/eval, printing) whose forward calls tide.nn.functional;
 -- each owns its parameters, initialised as PyTorch initialises them
--- (tide.nn.init). Attention and the transformer layer are in
--- tide.nn.transformer. Convolutions and pooling come separately, with kernels.
+-- (tide.nn.init). Attention and the transformer layers are in
+-- tide.nn.transformer, ModuleDict and the parameter containers in
+-- tide.nn.container. Convolutions and pooling come separately, with kernels.
 --
 --     local nn = require "tide.nn"   -- or tide.nn
 --     local model = nn.Sequential(nn.Linear(2, 8), nn.Tanh(), nn.Linear(8, 1))
@@ -180,6 +181,35 @@ function Linear:extra_repr()
     tostring(self.bias ~= nil))
 end
 nn.Linear = Linear
+
+--- nn.Bilinear(in1_features, in2_features, out_features, opts): y = x1^T W x2
+-- + b (F.bilinear), with W [out_features, in1_features, in2_features] and b
+-- [out_features] drawn from U(-1/sqrt(in1_features), 1/sqrt(in1_features)) as in PyTorch.
+-- @param opts {bias = true, dtype = "float32", device = "cpu"}, or the bias flag alone
+-- @usage local bl = nn.Bilinear(4, 5, 3); local y = bl(x1, x2)
+local Bilinear = Module:extend("Bilinear")
+function Bilinear:init(in1_features, in2_features, out_features, opts)
+  local o = opts_of(opts, "Bilinear", "bias")
+  self.in1_features = need_size(in1_features, "Bilinear", "in1_features")
+  self.in2_features = need_size(in2_features, "Bilinear", "in2_features")
+  self.out_features = need_size(out_features, "Bilinear", "out_features")
+  self:register_parameter("weight", new_tensor({ out_features, in1_features, in2_features }, o))
+  if o.bias ~= false then self:register_parameter("bias", new_tensor({ out_features }, o)) end
+  self:reset_parameters()
+end
+--- Draws the weight and bias again from U(-1/sqrt(in1_features), 1/sqrt(in1_features)).
+-- @usage bl:reset_parameters()
+function Bilinear:reset_parameters()
+  local bound = self.in1_features > 0 and 1 / math.sqrt(self.in1_features) or 0
+  init.uniform_(self.weight, -bound, bound)
+  if self.bias then init.uniform_(self.bias, -bound, bound) end
+end
+function Bilinear:forward(x1, x2) return F.bilinear(x1, x2, self.weight, self.bias) end
+function Bilinear:extra_repr()
+  return string.format("in1_features=%d, in2_features=%d, out_features=%d, bias=%s", self.in1_features,
+    self.in2_features, self.out_features, tostring(self.bias ~= nil))
+end
+nn.Bilinear = Bilinear
 
 --- nn.Embedding(num_embeddings, embedding_dim, opts): a lookup table of
 -- vectors, indexed by 1-based integer tensors; the weight is drawn from
@@ -395,6 +425,27 @@ function Flatten:forward(x) return x:flatten(self.start_dim, self.end_dim) end
 function Flatten:extra_repr() return string.format("start_dim=%d, end_dim=%d", self.start_dim, self.end_dim) end
 nn.Flatten = Flatten
 
+--- nn.Unflatten(dim, unflattened_size): splits dimension dim into the sizes
+-- unflattened_size (one may be -1), the inverse of Flatten.
+-- @usage local unflat = nn.Unflatten(2, { 3, 4 })   -- [N, 12] -> [N, 3, 4]
+local Unflatten = Module:extend("Unflatten")
+function Unflatten:init(dim, unflattened_size)
+  if type(dim) ~= "number" or dim == 0 or dim ~= math.floor(dim) then
+    fail("Unflatten: dim must be a nonzero integer (1-based, negative from the end), got " .. tostring(dim))
+  end
+  if type(unflattened_size) ~= "table" or #unflattened_size == 0 then
+    fail("Unflatten: unflattened_size must be a non-empty table of sizes, got " .. type(unflattened_size))
+  end
+  local sizes = {}
+  for i, v in ipairs(unflattened_size) do sizes[i] = v end
+  self.dim, self.unflattened_size = dim, sizes
+end
+function Unflatten:forward(x) return x:unflatten(self.dim, self.unflattened_size) end
+function Unflatten:extra_repr()
+  return string.format("dim=%d, unflattened_size={%s}", self.dim, table.concat(self.unflattened_size, ", "))
+end
+nn.Unflatten = Unflatten
+
 -- Activations without state: nn.ReLU(), nn.Tanh(), nn.Sigmoid(), nn.SiLU().
 for name, f in pairs { ReLU = F.relu, Tanh = F.tanh, Sigmoid = F.sigmoid, SiLU = F.silu } do
   local cls = Module:extend(name)
@@ -519,6 +570,7 @@ require("tide.nn.rnn")(nn)
 require("tide.nn.activation")(nn)
 require("tide.nn.loss")(nn)
 require("tide.nn.utils")(nn)
+require("tide.nn.container")(nn)
 
 REG["tide.nn"] = nn
 return nn

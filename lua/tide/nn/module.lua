@@ -126,7 +126,7 @@ local function instance_mt(cls)
     if type(k) ~= "string" then fail(string.format("%s: field names must be strings, got %s", cls.__name, type(k))) end
     if is_module(v) then
       if v == self then fail(string.format("%s: a module cannot be its own child ('%s')", cls.__name, k)) end
-      forget(self, k)
+      if self._modules[k] == nil then forget(self, k) end   -- a replaced child keeps its place, as in PyTorch
       od_set(self._modules, self._module_order, k, v)
     elseif self._parameters[k] ~= nil then
       if v == nil then forget(self, k) else self:register_parameter(k, v) end
@@ -598,6 +598,61 @@ function Module:double() return self:to("float64") end
 -- @return self
 -- @usage model:float()
 function Module:float() return self:to("float32") end
+
+-- -- copying -------------------------------------------------------------------------------
+
+--- An independent deep copy of the module (PyTorch's copy.deepcopy(m)): its
+-- own parameters and buffers, cloned (same dtype, device and requires_grad;
+-- no gradients), its own children, copied alike, and copies of plain table
+-- fields. Whatever is shared inside the module (a tied weight, a child used
+-- twice) is shared the same way inside the copy.
+-- @return the new module
+-- @usage local layers = {}; for i = 1, 6 do layers[i] = layer:clone() end
+function Module:clone()
+  local memo = {}
+  local function copy_tensor(t)
+    local a = addr(t)
+    if memo[a] == nil then
+      memo[a] = no_grad(function()
+        local c = t:detach():clone()
+        if t.requires_grad then c:requires_grad_() end
+        return c
+      end)
+    end
+    return memo[a]
+  end
+  local function copy(v)
+    if is_tensor(v) then return copy_tensor(v) end
+    if type(v) ~= "table" then return v end
+    if memo[v] ~= nil then return memo[v] end
+    local mt = getmetatable(v)
+    if not is_module(v) then
+      if mt ~= nil then return v end   -- a class or an object of some other kind: shared, not copied
+      local r = {}
+      memo[v] = r
+      for k, x in pairs(v) do r[copy(k)] = copy(x) end
+      return r
+    end
+    local r = {
+      _parameters = {}, _param_order = {},
+      _buffers = {}, _buffer_order = {}, _non_persistent = {},
+      _modules = {}, _module_order = {},
+      _attrs = {},
+    }
+    memo[v] = r
+    for _, store in ipairs { "_param_order", "_buffer_order", "_module_order" } do
+      for i, name in ipairs(v[store]) do r[store][i] = name end
+    end
+    for name, t in pairs(v._parameters) do r._parameters[name] = copy_tensor(t) end
+    for name, t in pairs(v._buffers) do r._buffers[name] = copy_tensor(t) end
+    for name in pairs(v._non_persistent) do r._non_persistent[name] = true end
+    for name, m in pairs(v._modules) do r._modules[name] = copy(m) end
+    for k, x in pairs(v._attrs) do r._attrs[k] = copy(x) end
+    for i = 1, #v do rawset(r, i, copy(rawget(v, i))) end
+    return setmetatable(r, mt)
+  end
+  return copy(self)
+end
 
 -- -- printing -------------------------------------------------------------------------------
 
