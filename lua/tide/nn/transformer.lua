@@ -1,8 +1,10 @@
---- tide.nn.transformer: nn.MultiheadAttention and nn.TransformerEncoderLayer,
+--- tide.nn.transformer: nn.MultiheadAttention and the transformer layers,
 -- as PyTorch defines them (parameter names, initialisation, mask conventions,
 -- batch_first layout), composed of tensor ops so autograd covers them.
 -- Loaded by tide.nn, which passes itself in: `require("tide.nn.transformer")(nn)`.
--- Not here: add_bias_kv / add_zero_attn, and the stacked TransformerEncoder.
+-- Also the decoder layer, the stacks (TransformerEncoder, TransformerDecoder)
+-- and nn.Transformer. Not here: add_bias_kv / add_zero_attn, nested tensors
+-- and the fast paths PyTorch takes in inference.
 local tide = require "tide"
 local B = require "bindings.ffi"
 local F = require "tide.nn.functional"
@@ -199,6 +201,20 @@ return function(nn)
 
   local activations = { relu = F.relu, gelu = F.gelu }
 
+  -- The activation option of the layers: a name, a function or a module.
+  local function activation_of(act, cname)
+    act = act or "relu"
+    if type(act) == "string" then
+      if not activations[act] then
+        fail(cname .. ": activation must be 'relu', 'gelu', a function or a module, got '" .. act .. "'")
+      end
+      return activations[act]
+    elseif type(act) ~= "function" and not nn.is_module(act) then
+      fail(cname .. ": activation must be 'relu', 'gelu', a function or a module, got " .. type(act))
+    end
+    return act
+  end
+
   --- nn.TransformerEncoderLayer(d_model, nhead, opts): self-attention then a
   -- feed-forward block (linear1, activation, dropout, linear2), each with a
   -- residual connection, dropout and LayerNorm, as PyTorch's: post-norm by
@@ -226,16 +242,7 @@ return function(nn)
     self.norm2 = nn.LayerNorm(d_model, norm_opts)
     self.dropout1 = nn.Dropout(p)
     self.dropout2 = nn.Dropout(p)
-    local act = o.activation or "relu"
-    if type(act) == "string" then
-      if not activations[act] then
-        fail("TransformerEncoderLayer: activation must be 'relu', 'gelu', a function or a module, got '" .. act .. "'")
-      end
-      act = activations[act]
-    elseif type(act) ~= "function" and not nn.is_module(act) then
-      fail("TransformerEncoderLayer: activation must be 'relu', 'gelu', a function or a module, got " .. type(act))
-    end
-    self.activation = act
+    self.activation = activation_of(o.activation, "TransformerEncoderLayer")
   end
 
   function TEL:sa_block(x, mask, kpm, is_causal)
@@ -267,4 +274,247 @@ return function(nn)
     return x
   end
   nn.TransformerEncoderLayer = TEL
+
+  -- Options: a table (or nil) whose keys are all in `known`.
+  local function call_opts(opts, cname, known)
+    opts = opts or {}
+    if type(opts) ~= "table" then fail(string.format("%s: options must be a table, got %s", cname, type(opts))) end
+    for k in pairs(opts) do
+      if not known[k] then fail(string.format("%s: unknown option '%s'", cname, tostring(k))) end
+    end
+    return opts
+  end
+
+  -- num_layers independent copies of `layer` in a ModuleList, and the optional final norm.
+  local function stack_init(self, cname, layer, num_layers, o)
+    if not nn.is_module(layer) then
+      fail(string.format("%s: argument 1 must be a layer module, got %s", cname, type(layer)))
+    end
+    need_size(num_layers, cname, "num_layers")
+    local layers = nn.ModuleList()
+    for _ = 1, num_layers do layers:append(layer:clone()) end
+    self.layers = layers
+    self.num_layers = num_layers
+    if o.norm ~= nil then
+      if not nn.is_module(o.norm) then fail(string.format("%s: norm must be a module, got %s", cname, type(o.norm))) end
+      self.norm = o.norm
+    end
+  end
+
+  --- nn.TransformerEncoder(encoder_layer, num_layers, opts): num_layers
+  -- independent copies of encoder_layer (layers.0, layers.1, ..., each a deep
+  -- copy, so all start from the same weights as in PyTorch), applied in turn,
+  -- then the optional norm.
+  -- @param encoder_layer a TransformerEncoderLayer (or any module with its forward)
+  -- @param num_layers the number of copies
+  -- @param opts {norm = nil}
+  -- @usage local enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(64, 4), 6, { norm = nn.LayerNorm(64) })
+  -- local y = enc(x, { mask = nn.Transformer.generate_square_subsequent_mask(x:size(1)) })
+  local TE = Module:extend("TransformerEncoder")
+  function TE:init(encoder_layer, num_layers, opts)
+    stack_init(self, "TransformerEncoder", encoder_layer, num_layers, opts_of(opts, "TransformerEncoder"))
+  end
+
+  local te_known = { mask = true, src_key_padding_mask = true, is_causal = true }
+  --- enc(src, opts): src through every layer, then the norm.
+  -- @param opts {mask, src_key_padding_mask, is_causal} (as TransformerEncoderLayer's src_mask, ...)
+  -- @return a tensor of src's shape
+  -- @usage local y = enc(x, { src_key_padding_mask = pad })
+  function TE:forward(src, opts)
+    opts = call_opts(opts, "TransformerEncoder", te_known)
+    local x = src
+    local lo = { src_mask = opts.mask, src_key_padding_mask = opts.src_key_padding_mask, is_causal = opts.is_causal }
+    for i = 1, #self.layers do x = self.layers[i](x, lo) end
+    if self.norm then x = self.norm(x) end
+    return x
+  end
+  nn.TransformerEncoder = TE
+
+  --- nn.TransformerDecoderLayer(d_model, nhead, opts): self-attention over the
+  -- target, attention over the encoder's output (memory), then the
+  -- feed-forward block, each with a residual connection, dropout and
+  -- LayerNorm (norm1, norm2, norm3), as PyTorch's: post-norm by default,
+  -- pre-norm with norm_first.
+  -- @param d_model the number of features
+  -- @param nhead the number of attention heads
+  -- @param opts {dim_feedforward = 2048, dropout = 0.1, activation = "relu" | "gelu" | function | module,
+  -- layer_norm_eps = 1e-5, batch_first = false, norm_first = false, bias = true, dtype, device}
+  -- @usage local layer = nn.TransformerDecoderLayer(64, 4, { batch_first = true })
+  -- local y = layer(tgt, memory, { tgt_is_causal = true })
+  local TDL = Module:extend("TransformerDecoderLayer")
+  function TDL:init(d_model, nhead, opts)
+    local o = opts_of(opts, "TransformerDecoderLayer")
+    local ff = o.dim_feedforward or 2048
+    local p = o.dropout == nil and 0.1 or o.dropout
+    local common = { bias = o.bias ~= false, dtype = o.dtype, device = o.device }
+    local mha_opts = { dropout = p, bias = common.bias, batch_first = o.batch_first, dtype = o.dtype,
+      device = o.device }
+    self.self_attn = MHA(d_model, nhead, mha_opts)
+    self.multihead_attn = MHA(d_model, nhead, mha_opts)
+    self.linear1 = nn.Linear(d_model, ff, common)
+    self.dropout = nn.Dropout(p)
+    self.linear2 = nn.Linear(ff, d_model, common)
+    self.norm_first = o.norm_first == true
+    local norm_opts = { eps = o.layer_norm_eps or 1e-5, bias = common.bias, dtype = o.dtype, device = o.device }
+    self.norm1 = nn.LayerNorm(d_model, norm_opts)
+    self.norm2 = nn.LayerNorm(d_model, norm_opts)
+    self.norm3 = nn.LayerNorm(d_model, norm_opts)
+    self.dropout1 = nn.Dropout(p)
+    self.dropout2 = nn.Dropout(p)
+    self.dropout3 = nn.Dropout(p)
+    self.activation = activation_of(o.activation, "TransformerDecoderLayer")
+  end
+
+  function TDL:sa_block(x, mask, kpm, is_causal)
+    local y = self.self_attn(x, x, x, { attn_mask = mask, key_padding_mask = kpm, need_weights = false,
+      is_causal = is_causal })
+    return self.dropout1(y)
+  end
+
+  function TDL:mha_block(x, mem, mask, kpm, is_causal)
+    local y = self.multihead_attn(x, mem, mem, { attn_mask = mask, key_padding_mask = kpm, need_weights = false,
+      is_causal = is_causal })
+    return self.dropout2(y)
+  end
+
+  function TDL:ff_block(x)
+    return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+  end
+
+  local tdl_known = { tgt_mask = true, memory_mask = true, tgt_key_padding_mask = true,
+    memory_key_padding_mask = true, tgt_is_causal = true, memory_is_causal = true }
+  --- layer(tgt, memory, opts): tgt [T, N, E] and memory [S, N, E] ([N, T, E]
+  -- and [N, S, E] with batch_first; [T, E] and [S, E] unbatched).
+  -- @param opts {tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask, tgt_is_causal = false,
+  -- memory_is_causal = false} (masks as MultiheadAttention's: tgt_mask [T, T], memory_mask [T, S])
+  -- @return a tensor of tgt's shape
+  -- @usage local y = layer(tgt, memory, { tgt_mask = nn.Transformer.generate_square_subsequent_mask(tgt:size(1)) })
+  function TDL:forward(tgt, memory, opts)
+    opts = call_opts(opts, "TransformerDecoderLayer", tdl_known)
+    if not is_tensor(tgt) then fail("TransformerDecoderLayer: tgt must be a tensor, got " .. type(tgt)) end
+    if not is_tensor(memory) then fail("TransformerDecoderLayer: memory must be a tensor, got " .. type(memory)) end
+    local x = tgt
+    if self.norm_first then
+      x = x + self:sa_block(self.norm1(x), opts.tgt_mask, opts.tgt_key_padding_mask, opts.tgt_is_causal)
+      x = x + self:mha_block(self.norm2(x), memory, opts.memory_mask, opts.memory_key_padding_mask,
+        opts.memory_is_causal)
+      x = x + self:ff_block(self.norm3(x))
+    else
+      x = self.norm1(x + self:sa_block(x, opts.tgt_mask, opts.tgt_key_padding_mask, opts.tgt_is_causal))
+      x = self.norm2(x + self:mha_block(x, memory, opts.memory_mask, opts.memory_key_padding_mask,
+        opts.memory_is_causal))
+      x = self.norm3(x + self:ff_block(x))
+    end
+    return x
+  end
+  nn.TransformerDecoderLayer = TDL
+
+  --- nn.TransformerDecoder(decoder_layer, num_layers, opts): num_layers
+  -- independent copies of decoder_layer, applied in turn, then the optional norm.
+  -- @param decoder_layer a TransformerDecoderLayer (or any module with its forward)
+  -- @param num_layers the number of copies
+  -- @param opts {norm = nil}
+  -- @usage local dec = nn.TransformerDecoder(nn.TransformerDecoderLayer(64, 4), 6)
+  -- local y = dec(tgt, memory, { tgt_is_causal = true })
+  local TD = Module:extend("TransformerDecoder")
+  function TD:init(decoder_layer, num_layers, opts)
+    stack_init(self, "TransformerDecoder", decoder_layer, num_layers, opts_of(opts, "TransformerDecoder"))
+  end
+
+  --- dec(tgt, memory, opts): tgt through every layer (each attending to memory), then the norm.
+  -- @param opts as TransformerDecoderLayer's
+  -- @return a tensor of tgt's shape
+  -- @usage local y = dec(tgt, memory, { tgt_key_padding_mask = pad })
+  function TD:forward(tgt, memory, opts)
+    opts = call_opts(opts, "TransformerDecoder", tdl_known)
+    local x = tgt
+    for i = 1, #self.layers do x = self.layers[i](x, memory, opts) end
+    if self.norm then x = self.norm(x) end
+    return x
+  end
+  nn.TransformerDecoder = TD
+
+  --- nn.Transformer(d_model, nhead, opts) or nn.Transformer(opts): an encoder-decoder transformer as PyTorch's: an
+  -- encoder of num_encoder_layers TransformerEncoderLayers and a decoder of
+  -- num_decoder_layers TransformerDecoderLayers, each stack ending in a
+  -- LayerNorm; every parameter with more than one dimension is drawn again
+  -- Xavier-uniform.
+  -- @param d_model the number of features (default 512; also opts.d_model)
+  -- @param nhead the number of attention heads (default 8; also opts.nhead)
+  -- @param opts {num_encoder_layers = 6, num_decoder_layers = 6,
+  -- dim_feedforward = 2048, dropout = 0.1, activation = "relu", custom_encoder, custom_decoder,
+  -- layer_norm_eps = 1e-5, batch_first = false, norm_first = false, bias = true, dtype, device}
+  -- @usage local model = nn.Transformer({ d_model = 64, nhead = 4, num_encoder_layers = 2, num_decoder_layers = 2 })
+  -- local y = model(src, tgt, { tgt_mask = nn.Transformer.generate_square_subsequent_mask(tgt:size(1)) })
+  local TR = Module:extend("Transformer")
+  function TR:init(d_model, nhead, opts)
+    if type(d_model) == "table" and nhead == nil and opts == nil then d_model, opts = nil, d_model end
+    local o = opts_of(opts, "Transformer")
+    local d = need_size(d_model or o.d_model or 512, "Transformer", "d_model")
+    local h = need_size(nhead or o.nhead or 8, "Transformer", "nhead")
+    local layer_opts = { dim_feedforward = o.dim_feedforward, dropout = o.dropout, activation = o.activation,
+      layer_norm_eps = o.layer_norm_eps, batch_first = o.batch_first, norm_first = o.norm_first, bias = o.bias,
+      dtype = o.dtype, device = o.device }
+    local norm_opts = { eps = o.layer_norm_eps or 1e-5, bias = o.bias ~= false, dtype = o.dtype, device = o.device }
+    for _, c in ipairs { { "custom_encoder", "encoder" }, { "custom_decoder", "decoder" } } do
+      if o[c[1]] ~= nil and not nn.is_module(o[c[1]]) then
+        fail(string.format("Transformer: %s must be a module, got %s", c[1], type(o[c[1]])))
+      end
+    end
+    self.encoder = o.custom_encoder or TE(TEL(d, h, layer_opts), o.num_encoder_layers or 6,
+      { norm = nn.LayerNorm(d, norm_opts) })
+    self.decoder = o.custom_decoder or TD(TDL(d, h, layer_opts), o.num_decoder_layers or 6,
+      { norm = nn.LayerNorm(d, norm_opts) })
+    for _, p in ipairs(self:parameters()) do
+      if p:dim() > 1 then init.xavier_uniform_(p) end
+    end
+    self.d_model, self.nhead, self.batch_first = d, h, o.batch_first == true
+  end
+
+  local tr_known = { src_mask = true, tgt_mask = true, memory_mask = true, src_key_padding_mask = true,
+    tgt_key_padding_mask = true, memory_key_padding_mask = true, src_is_causal = true, tgt_is_causal = true,
+    memory_is_causal = true }
+  --- model(src, tgt, opts): the encoder on src, then the decoder on tgt
+  -- attending to the encoder's output. src [S, N, E], tgt [T, N, E] ([N, S, E]
+  -- and [N, T, E] with batch_first; [S, E] and [T, E] unbatched).
+  -- @param opts {src_mask, tgt_mask, memory_mask, src_key_padding_mask, tgt_key_padding_mask,
+  -- memory_key_padding_mask, src_is_causal, tgt_is_causal, memory_is_causal = false}
+  -- @return a tensor of tgt's shape
+  -- @usage local y = model(src, tgt, { tgt_is_causal = true })
+  function TR:forward(src, tgt, opts)
+    opts = call_opts(opts, "Transformer", tr_known)
+    if not is_tensor(src) then fail("Transformer: src must be a tensor, got " .. type(src)) end
+    if not is_tensor(tgt) then fail("Transformer: tgt must be a tensor, got " .. type(tgt)) end
+    if src:dim() ~= tgt:dim() or (src:dim() ~= 2 and src:dim() ~= 3) then
+      fail(string.format("Transformer: src and tgt must both be 3-d (batched) or 2-d (unbatched), got %s and %s",
+        shape_str(src), shape_str(tgt)))
+    end
+    local bd = self.batch_first and 1 or 2
+    if src:dim() == 3 and src:size(bd) ~= tgt:size(bd) then
+      fail(string.format("Transformer: the batch number of src %s and tgt %s must be equal", shape_str(src),
+        shape_str(tgt)))
+    end
+    if src:size(-1) ~= self.d_model or tgt:size(-1) ~= self.d_model then
+      fail(string.format("Transformer: the feature number of src %s and tgt %s must be equal to d_model %d",
+        shape_str(src), shape_str(tgt), self.d_model))
+    end
+    local memory = self.encoder(src, { mask = opts.src_mask, src_key_padding_mask = opts.src_key_padding_mask,
+      is_causal = opts.src_is_causal })
+    return self.decoder(tgt, memory, { tgt_mask = opts.tgt_mask, memory_mask = opts.memory_mask,
+      tgt_key_padding_mask = opts.tgt_key_padding_mask, memory_key_padding_mask = opts.memory_key_padding_mask,
+      tgt_is_causal = opts.tgt_is_causal, memory_is_causal = opts.memory_is_causal })
+  end
+
+  --- nn.Transformer.generate_square_subsequent_mask(sz, opts): the causal
+  -- mask [sz, sz]: -inf above the diagonal, 0 elsewhere.
+  -- @param opts {dtype = "float32", device}
+  -- @usage local mask = nn.Transformer.generate_square_subsequent_mask(5)
+  function TR.generate_square_subsequent_mask(sz, opts)
+    need_size(sz, "generate_square_subsequent_mask", "sz")
+    opts = opts or {}
+    local above = tide.ones({ sz, sz }, { dtype = "bool", device = opts.device }):triu(1)
+    return tide.zeros({ sz, sz }, { dtype = opts.dtype or "float32", device = opts.device })
+      :masked_fill(above, -math.huge)
+  end
+  nn.Transformer = TR
 end
