@@ -514,6 +514,7 @@ tide.Tensor = methods   -- the method table, for extension: function tide.Tensor
 tide.optim = require "tide.optim"
 tide.jit = require "tide.jit"           -- jit.compile: capture a function into a graph, replay it
 require("tide.compose")(tide, methods)  -- functions and methods composed from the ops above
+require("tide.distance")(tide, methods)  -- cdist, pdist
 
 -- tide.nn is loaded on first use (it requires tide itself)
 setmetatable(tide, { __index = function(t, k) if k == "nn" then t.nn = require "tide.nn"; return t.nn end end })
