@@ -268,3 +268,50 @@ double tide_ref_max_pool2x2(int64_t planes, int32_t h, int32_t w, int32_t backwa
     free(x); free(y); free(idx);
     return t;
 }
+
+/* -- sorting and searching --------------------------------------------------------------------- */
+
+typedef struct {
+    float   k;
+    int64_t i;
+} ref_pair;
+
+static int ref_pair_cmp(const void * a, const void * b) {   /* by key, then position: stable */
+    const ref_pair * x = a, * y = b;
+    if (x->k < y->k) return -1;
+    if (x->k > y->k) return 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+/* Seconds to sort each of `rows` rows of n floats (no NaN) with libc's qsort
+ * on (key, position) pairs, values and positions written out (one thread). */
+double tide_ref_sort_rows(const float * x, float * y, int64_t * idx, int64_t rows, int64_t n) {
+    ref_pair * buf = malloc(sizeof *buf * (size_t)(n ? n : 1));
+    if (!buf) return -1;
+    double t0 = now();
+    for (int64_t r = 0; r < rows; r++) {
+        const float * xr = x + r * n;
+        for (int64_t i = 0; i < n; i++) buf[i].k = xr[i], buf[i].i = i;
+        qsort(buf, (size_t)n, sizeof *buf, ref_pair_cmp);
+        for (int64_t i = 0; i < n; i++) y[r * n + i] = buf[i].k, idx[r * n + i] = buf[i].i;
+    }
+    double t = now() - t0;
+    free(buf);
+    return t;
+}
+
+/* Seconds to find, for each of n values, the first of m sorted floats not
+ * below it (a plain binary search, one thread). */
+double tide_ref_search(const float * seq, int64_t m, const float * v, int64_t n, int64_t * out) {
+    double t0 = now();
+    for (int64_t i = 0; i < n; i++) {
+        int64_t lo = 0, hi = m;
+        while (lo < hi) {
+            int64_t mid = lo + (hi - lo) / 2;
+            if (seq[mid] < v[i]) lo = mid + 1;
+            else hi = mid;
+        }
+        out[i] = lo;
+    }
+    return now() - t0;
+}
