@@ -12,7 +12,9 @@ local on_gpu, same, layouts, both, EXACT, DEV = C.on_gpu, C.same, C.layouts, C.b
 describe("CUDA kernels against the CPU's", function()
   on_gpu("unary ops in every layout and float dtype", function()
     local ops = { "neg", "abs", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid",
-                  "relu", "gelu", "silu", "floor", "ceil", "round", "sign", "reciprocal" }
+                  "relu", "gelu", "silu", "floor", "ceil", "round", "sign", "reciprocal", "trunc", "tan", "asin",
+                  "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "erf", "erfc", "erfinv", "log2",
+                  "log10", "exp2" }
     for _, dt in ipairs { "float32", "float64", "float16", "bfloat16" } do
       for lname, x in pairs(layouts(dt)) do
         for _, op in ipairs(ops) do
@@ -20,6 +22,48 @@ describe("CUDA kernels against the CPU's", function()
         end
       end
     end
+  end)
+
+  on_gpu("sort, topk, the scans and searchsorted along each dim, in every layout and dtype", function()
+    for _, dt in ipairs { "float32", "float64", "float16", "int32", "int64", "uint8" } do
+      for lname, x in pairs(layouts(dt)) do
+        local dims = x:dim() == 0 and { 1 } or { 1, 2, -1 }
+        for _, d in ipairs(dims) do
+          local what = ("%s %s dim %d"):format(lname, dt, d)
+          for _, desc in ipairs { false, true } do
+            both(function(t) return (t:sort(d, desc)) end, "sort values " .. what, x)
+            both(function(t) local _, i = t:sort(d, desc); return i end, "sort indices " .. what, x)
+          end
+          local n = x:dim() == 0 and 1 or x:size(d)
+          for _, k in ipairs(x:dim() == 0 and { 1 } or n == 0 and { 0 } or { 0, 1, n }) do
+            both(function(t) return (t:topk(k, d)) end, ("topk %d values %s"):format(k, what), x)
+            both(function(t) local _, i = t:topk(k, d, false); return i end, ("topk %d indices %s"):format(k, what), x)
+          end
+          both(function(t) return t:cumprod(d) end, "cumprod " .. what, x)
+          both(function(t) return (t:cummax(d)) end, "cummax values " .. what, x)
+          both(function(t) local _, i = t:cummin(d); return i end, "cummin indices " .. what, x)
+        end
+        if x:dim() == 2 then
+          local seq = x:sort(2)
+          both(function(s, v) return tide.searchsorted(s, v) end, "searchsorted rows " .. lname .. " " .. dt, seq, x)
+          if x:size(1) > 0 then
+            both(function(s, v) return tide.searchsorted(s, v, { right = true }) end, "searchsorted right " .. dt,
+              seq:select(1, 1), x)
+          end
+        end
+      end
+    end
+    -- NaN, infinities and ties: the same order and indices on both devices
+    local special = tide.tensor({ { 3, 0 / 0, -1, 3, math.huge, -0.0, 0, -math.huge, 0 / 0, 3 } })
+    for _, desc in ipairs { false, true } do
+      both(function(t) local _, i = t:sort(2, desc); return i end, "sort of NaN and ties", special)
+    end
+    both(function(t) local _, i = t:cummax(2); return i end, "cummax of NaN and ties", special)
+    -- a long line: CUB's large-segment path
+    tide.manual_seed(5)
+    local long = tide.randn(3, 50000):round()
+    both(function(t) local _, i = t:sort(2); return i end, "sort of 3 lines of 50000 with ties", long)
+    both(function(t) local _, i = t:topk(7, 2); return i end, "topk of 3 lines of 50000 with ties", long)
   end)
 
   on_gpu("binary ops with broadcasting, host numbers and promotion", function()
