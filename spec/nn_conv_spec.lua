@@ -28,6 +28,26 @@ describe("nn conv layers", function()
     H.close(conv(x[1]), y[1], 1e-5, 1e-6)
   end)
 
+  it("Conv2d pads by reflection, replication or wrapping with padding_mode", function()
+    local x = tide.arange(1, 10):float():view(1, 1, 3, 3)
+    for mode, corner in pairs { reflect = 33, replicate = 21, circular = 45, zeros = 12 } do
+      local conv = nn.Conv2d(1, 1, 3, { padding = 1, padding_mode = mode, bias = false })
+      tide.no_grad(function() conv.weight:fill_(1) end)
+      local y = conv(x)
+      assert.are.same({ 1, 1, 3, 3 }, y:shape())
+      H.close(y[{ 1, 1, 1, 1 }], corner, 0, 0, mode)
+      H.close(y[{ 1, 1, 2, 2 }], 45, 0, 0, mode)
+    end
+    local c = nn.Conv2d(2, 3, { 3, 5 }, { padding = { 1, 2 }, padding_mode = "circular" })
+    local xs = tide.randn(2, 2, 5, 6)
+    H.close(c(xs), F.conv2d(F.pad(xs, { 2, 2, 1, 1 }, "circular"), c.weight, c.bias), 1e-6, 1e-6)
+    assert.matches("padding_mode=circular", tostring(c))
+    assert.has_error(function() nn.Conv2d(1, 1, 3, { padding_mode = "mirror" }) end,
+      "Conv2d: padding_mode must be 'zeros', 'reflect', 'replicate' or 'circular', got mirror")
+    assert.has_error(function() nn.Conv2d(1, 1, 3, { padding = "same", padding_mode = "reflect" }) end,
+      "Conv2d: padding='same' needs padding_mode 'zeros', got 'reflect'")
+  end)
+
   it("computes a hand-checked convolution and pools", function()
     local x = tide.arange(1, 17):float():view(1, 1, 4, 4)
     local w = tide.ones(1, 1, 2, 2)

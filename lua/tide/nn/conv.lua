@@ -70,7 +70,8 @@ return function(nn)
   end
 
   --- nn.Conv2d(in_channels, out_channels, kernel_size, opts): a 2-d convolution
-  -- layer; opts {stride=1, padding=0, dilation=1, groups=1, bias=true, dtype, device}.
+  -- layer; opts {stride=1, padding=0, dilation=1, groups=1, bias=true,
+  -- padding_mode="zeros" (or "reflect", "replicate", "circular": F.pad first), dtype, device}.
   -- Weight and bias are initialised as PyTorch does (Kaiming-uniform, a = sqrt(5)).
   -- @usage local conv = nn.Conv2d(1, 32, 3, { padding = 1 })
   local Conv2d = Module:extend("Conv2d")
@@ -91,6 +92,14 @@ return function(nn)
     self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, k
     self.stride, self.padding, self.dilation, self.groups = opts.stride or 1, opts.padding or 0,
       opts.dilation or 1, groups
+    local mode = opts.padding_mode or "zeros"
+    if mode ~= "zeros" and mode ~= "reflect" and mode ~= "replicate" and mode ~= "circular" then
+      fail("Conv2d: padding_mode must be 'zeros', 'reflect', 'replicate' or 'circular', got " .. tostring(mode))
+    end
+    if mode ~= "zeros" and type(self.padding) == "string" then
+      fail(string.format("Conv2d: padding='%s' needs padding_mode 'zeros', got '%s'", self.padding, mode))
+    end
+    self.padding_mode = mode
     local to = { dtype = opts.dtype or "float32", device = opts.device }
     self:register_parameter("weight", tide.empty({ out_channels, in_channels / groups, k[1], k[2] }, to))
     if opts.bias ~= false then self:register_parameter("bias", tide.empty({ out_channels }, to)) end
@@ -99,8 +108,13 @@ return function(nn)
   --- Draws the weight and bias again, as at creation.
   function Conv2d:reset_parameters() init.reset_linear_(self.weight, self.bias) end
   function Conv2d:forward(x)
-    return F.conv2d(x, self.weight, self.bias,
-      { stride = self.stride, padding = self.padding, dilation = self.dilation, groups = self.groups })
+    local o = { stride = self.stride, padding = self.padding, dilation = self.dilation, groups = self.groups }
+    if self.padding_mode ~= "zeros" then
+      local p = pair(self.padding)
+      x = F.pad(x, { p[2], p[2], p[1], p[1] }, self.padding_mode)
+      o.padding = 0
+    end
+    return F.conv2d(x, self.weight, self.bias, o)
   end
   function Conv2d:extra_repr()
     local s = string.format("%d, %d, kernel_size=%s, stride=%s", self.in_channels, self.out_channels,
@@ -109,6 +123,7 @@ return function(nn)
     if self.dilation ~= 1 then s = s .. ", dilation=" .. pair_str(self.dilation) end
     if self.groups ~= 1 then s = s .. ", groups=" .. self.groups end
     if self.bias == nil then s = s .. ", bias=false" end
+    if self.padding_mode ~= "zeros" then s = s .. ", padding_mode=" .. self.padding_mode end
     return s
   end
   nn.Conv2d = Conv2d
