@@ -80,28 +80,41 @@ local function set_roots(outputs, grad_outputs, api)
   return #outs, gs ~= nil
 end
 
---- t:backward(grad, {retain_graph = false}): accumulates the gradients of t
--- into the .grad of every leaf it depends on. grad may be omitted for a
--- one-element t. The gradients are computed asynchronously by the engine.
+-- The walk's flags from opts: retain_graph defaults to create_graph, as in PyTorch.
+local function walk_flags(opts, allow_unused)
+  local create = opts.create_graph and true or false
+  local retain = opts.retain_graph
+  if retain == nil then retain = create end
+  return (retain and C.TIDE_AUTOGRAD_RETAIN_GRAPH or 0) + (create and C.TIDE_AUTOGRAD_CREATE_GRAPH or 0)
+    + (allow_unused and C.TIDE_AUTOGRAD_ALLOW_UNUSED or 0)
+end
+
+--- t:backward(grad, {retain_graph = false, create_graph = false}): accumulates
+-- the gradients of t into the .grad of every leaf it depends on. grad may be
+-- omitted for a one-element t. The gradients are computed asynchronously by
+-- the engine. With create_graph the backward ops are recorded too, so the
+-- gradients require grad and can be differentiated again (retain_graph then
+-- defaults to true).
+-- @usage loss:backward({create_graph = true}); (x.grad * v):sum():backward()
 function methods.backward(t, grad, opts)
   if type(grad) == "table" and not is_tensor(grad) then grad, opts = nil, grad end
   local n, given = set_roots(t, grad, "backward")
-  opts = opts or {}
-  check(C.tide_autograd_backward(n, roots, given and grads or nil, opts.retain_graph and 1 or 0))
+  check(C.tide_autograd_backward(n, roots, given and grads or nil, walk_flags(opts or {})))
 end
 
---- autograd.backward(tensors, grads, {retain_graph}): backward from several roots at once.
+--- autograd.backward(tensors, grads, {retain_graph, create_graph}): backward from several roots at once.
 function M.backward(tensors, grad_tensors, opts)
   local n, given = set_roots(tensors, grad_tensors, "backward")
-  opts = opts or {}
-  check(C.tide_autograd_backward(n, roots, given and grads or nil, opts.retain_graph and 1 or 0))
+  check(C.tide_autograd_backward(n, roots, given and grads or nil, walk_flags(opts or {})))
 end
 
---- autograd.grad(outputs, inputs, grad_outputs, {retain_graph, allow_unused}):
+--- autograd.grad(outputs, inputs, grad_outputs, {retain_graph, create_graph, allow_unused}):
 -- the gradients of outputs with respect to inputs, without touching any .grad.
 -- Returns a tensor when inputs is a tensor, else a table (nil for an unused
--- input with allow_unused).
+-- input with allow_unused). With create_graph the gradients require grad, so
+-- they can be differentiated again (a gradient penalty, a Hessian-vector product).
 -- @usage local gx = tide.autograd.grad((x * x):sum(), x)
+-- @usage local hv = tide.autograd.grad((tide.autograd.grad(f(x), x, nil, {create_graph = true}) * v):sum(), x)
 function M.grad(outputs, inputs, grad_outputs, opts)
   if type(grad_outputs) == "table" and not is_tensor(grad_outputs) and #grad_outputs == 0 and opts == nil then
     grad_outputs, opts = nil, grad_outputs
@@ -111,7 +124,7 @@ function M.grad(outputs, inputs, grad_outputs, opts)
   local ins = tensor_list(inputs, "inputs", "grad", 256)
   for i = 1, #ins do in_buf[i - 1] = ins[i] end
   check(C.tide_autograd_grad(n, roots, given and grads or nil, #ins, in_buf, res_buf,
-    opts.retain_graph and 1 or 0, opts.allow_unused and 1 or 0))
+    walk_flags(opts, opts.allow_unused)))
   local r = {}
   for i = 1, #ins do
     local g = res_buf[i - 1]
@@ -238,9 +251,9 @@ function M.gradcheck(fn, ins, opts)
     for e = 0, x:numel() - 1 do
       local orig = get(e)
       set(e, orig + eps)
-      local fp = M.no_grad(function() return scalar(outputs()) end)
+      local fp = scalar(outputs())   -- in grad mode: fn may itself call autograd.grad
       set(e, orig - eps)
-      local fm = M.no_grad(function() return scalar(outputs()) end)
+      local fm = scalar(outputs())
       set(e, orig)
       local num = (fp - fm) / (2 * eps)
       local ana = flat_a[e + 1] or 0

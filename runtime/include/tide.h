@@ -313,21 +313,33 @@ tide_status tide_tensor_set_grad(tide_tensor * t, tide_tensor * g);
 tide_tensor * tide_tensor_detach(tide_tensor * t);
 /* The name of the op that made t ("mul", "view", ...) or NULL for leaves. Static. */
 const char * tide_tensor_grad_fn_name(const tide_tensor * t);
+/* Flags of a backward walk. */
+enum {
+    TIDE_AUTOGRAD_RETAIN_GRAPH = 1,  /* keep the saved tensors: the graph can be walked again */
+    TIDE_AUTOGRAD_CREATE_GRAPH = 2,  /* record the rules' ops: the gradients have a history of their
+                                      * own and can be differentiated again (Hessian-vector products,
+                                      * gradient penalties); refused during a capture */
+    TIDE_AUTOGRAD_ALLOW_UNUSED = 4   /* tide_autograd_grad: NULL for an input the roots do not use */
+};
 /* Computes the gradients of n root tensors with respect to the leaves that
  * require grad, accumulating them into the leaves' gradients. grads[i] is the
  * gradient of roots[i] (same shape), or NULL for a one-element root (taken as 1).
- * Without retain_graph the nodes' saved tensors are freed as the walk passes
- * them, and a second backward through them fails. Asynchronous: the gradients
- * are computed by engine ops; errors of the walk itself are returned. */
+ * flags: TIDE_AUTOGRAD_*. Without RETAIN_GRAPH the nodes' saved tensors are
+ * freed as the walk passes them, and a second backward through them fails.
+ * With CREATE_GRAPH a leaf's gradient is replaced by the (recorded) sum rather
+ * than added into in place. Asynchronous: the gradients are computed by engine
+ * ops; errors of the walk itself are returned. A rule without a derivative of
+ * its own (gelu_backward, conv2d_backward_input, ...) fails when a gradient it
+ * made with CREATE_GRAPH is differentiated, naming the op. */
 tide_status tide_autograd_backward(int32_t n, tide_tensor * const * roots, tide_tensor * const * grads,
-                                   int32_t retain_graph);
+                                   int32_t flags);
 /* Like backward, but returns the gradients of the n_in tensors `inputs`
  * (leaves or not) in results[0..n_in) (+1 each) instead of accumulating into
- * leaves. An input that the roots do not depend on gets NULL with allow_unused,
- * else an error. */
+ * leaves. An input that the roots do not depend on gets NULL with
+ * TIDE_AUTOGRAD_ALLOW_UNUSED, else an error. */
 tide_status tide_autograd_grad(int32_t n, tide_tensor * const * roots, tide_tensor * const * grads,
                                int32_t n_in, tide_tensor * const * inputs, tide_tensor ** results,
-                               int32_t retain_graph, int32_t allow_unused);
+                               int32_t flags);
 /* 1 if op (a registry id) has a backward rule. */
 int32_t     tide_op_is_differentiable(int32_t op);
 

@@ -47,6 +47,32 @@ static void test_gradient(void) {
     tide_tensor_release(three), tide_tensor_release(x);
 }
 
+/* create_graph through a strided slice: g = d sum(x[::2]^3)/dx = 3x^2 at even places
+ * has a history, and d sum(g)/dx = 6x there (the slice's gradient is recorded too). */
+static void test_second_derivative(void) {
+    double        xs[6] = {1, 2, 3, 4, 5, 6};
+    int64_t       n     = 6;
+    tide_tensor * x     = tide_tensor_from_doubles(xs, 1, &n, TIDE_DTYPE_F64);
+    CHECK(tide_tensor_set_requires_grad(x, 1) == TIDE_OK);
+    tide_tensor * v  = tide_tensor_slice(x, 0, 0, 6, 2);
+    tide_tensor * v2 = op2("mul", v, v, NULL), * v3 = op2("mul", v2, v, NULL), * y = op2("sum", v3, NULL, NULL);
+    tide_tensor * g  = NULL;
+    /* g's history reads the forward's nodes: their saved tensors must be kept */
+    int32_t flags = TIDE_AUTOGRAD_CREATE_GRAPH | TIDE_AUTOGRAD_RETAIN_GRAPH;
+    CHECK(tide_autograd_grad(1, &y, NULL, 1, &x, &g, flags) == TIDE_OK);
+    CHECK(g && tide_tensor_requires_grad(g));
+    tide_tensor * s = g ? op2("sum", g, NULL, NULL) : NULL;
+    CHECK(s && tide_autograd_backward(1, &s, NULL, 0) == TIDE_OK);
+    tide_tensor * gg = tide_tensor_grad(x);
+    CHECK(gg && !tide_tensor_requires_grad(gg));
+    for (int64_t i = 0; i < n && g && gg; i++) {
+        CHECK(value(g, i) == (i % 2 ? 0 : 3 * xs[i] * xs[i]));
+        CHECK(value(gg, i) == (i % 2 ? 0 : 6 * xs[i]));
+    }
+    tide_tensor_release(gg), tide_tensor_release(s), tide_tensor_release(g), tide_tensor_release(y);
+    tide_tensor_release(v3), tide_tensor_release(v2), tide_tensor_release(v), tide_tensor_release(x);
+}
+
 /* Fits w in y = X w by gradient descent; returns the final loss. */
 static double fit(int steps) {
     enum { N = 64, D = 4 };
@@ -94,6 +120,7 @@ static void * train_thread(void * arg) {
 
 int main(void) {
     test_gradient();
+    test_second_derivative();
     CHECK(fit(300) < 1e-6);
     pthread_t th[2];
     double    losses[2] = {1, 1};

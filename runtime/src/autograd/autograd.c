@@ -271,13 +271,35 @@ tide_tensor * g_keep(tide_grad_ctx * c, tide_tensor * t) {
     return t;
 }
 
+/* Saved tensor t of slot as the graph sees it, for a rule that is itself recorded
+ * (create_graph): an input as the node's edge has it (the leaf itself, or an alias
+ * made by the node before), an output as made by the node. Kept by the ctx. */
+static tide_tensor * linked(tide_grad_ctx * c, int32_t slot, tide_tensor * t) {
+    tide_node * from = (tide_node *)c->node;
+    int32_t     nr   = slot - TIDE_OP_MAX_IN;
+    if (slot < TIDE_OP_MAX_IN) {
+        const tide_edge * e = &c->node->next[slot];
+        if (e->leaf) return e->leaf;
+        from = e->node, nr = e->nr;
+    }
+    if (!from || !is_float(t->dtype_id)) return t;
+    tide_tensor * a = g_keep(c, alias(t));
+    if (a) {
+        node_retain(from);
+        a->ag_node      = from;
+        a->ag_output_nr = nr;
+    }
+    return a;
+}
+
 tide_tensor * g_saved(tide_grad_ctx * c, int32_t slot) {
     tide_tensor * t = c->node->saved[slot];
     if (!t && c->st == TIDE_OK)
         c->st = tide_error_set(TIDE_E_INTERNAL, "backward: the rule of '%s' reads %s %d, which it did not save",
                                node_name(c->node), slot < TIDE_OP_MAX_IN ? "input" : "output",
                                (slot < TIDE_OP_MAX_IN ? slot : slot - TIDE_OP_MAX_IN) + 1);
-    return t;
+    if (!t || !c->create) return t;
+    return c->linked[slot] ? c->linked[slot] : (c->linked[slot] = linked(c, slot, t));
 }
 
 /* A NULL argument means an earlier step failed: pass the failure on. */
@@ -385,6 +407,30 @@ void g_set(tide_grad_ctx * c, int32_t i, tide_tensor * t) {
 
 /* -- view rules ---------------------------------------------------------------------------- */
 
+/* The gradient of a slice (dim, start, stop, step; step 0: select) of an input of
+ * meta in, from its gradient gy, made by recorded ops only (for create_graph). */
+static tide_tensor * slice_backward_recorded(tide_grad_ctx * c, const int64_t * a, const tide_meta * in,
+                                             tide_tensor * gy) {
+    NEED(gy);
+    int64_t step = a[3] ? a[3] : 1, stop = a[3] ? a[2] : a[1] + 1;
+    int64_t len  = stop > a[1] ? (stop - a[1] + step - 1) / step : 0;
+    if (!a[3]) gy = g_unsqueeze(c, gy, (int32_t)a[0]);
+    tide_tensor * idx = g_keep(c, tide_tensor_empty(1, &len, TIDE_DTYPE_I64, in->dev));
+    NEED(idx);
+    tide_op_params p = g_params(0, NULL, 0, 0);
+    tide_tensor *  res[TIDE_OP_MAX_OUT] = {0};
+    p.dtype      = TIDE_DTYPE_I64;
+    p.scalars[0] = (double)a[1], p.scalars[1] = (double)stop, p.scalars[2] = (double)step;
+    tide_status st = tide_op_call(TIDE_OP_arange, NULL, 0, &p, res, idx);
+    tide_tensor_release(res[0]);
+    if (st != TIDE_OK) {
+        c->st = st;
+        return NULL;
+    }
+    tide_op_params q = g_params(1, a, 0, 0);
+    return g_call(c, TIDE_OP_index_add, 3, g_zeros(c, in), idx, gy, &q);
+}
+
 static tide_status view_backward(tide_grad_ctx * c) {
     const tide_node * n  = c->node;
     const tide_meta * in = &n->in[0];
@@ -405,6 +451,10 @@ static tide_status view_backward(tide_grad_ctx * c) {
         break;
     case TIDE_VIEW_SLICE: {
         const int64_t * a = n->p.ints;   /* dim, start, stop, step (0: select) */
+        if (c->create) {   /* an in-place write would not be recorded: index_add into zeros is */
+            g_set(c, 0, slice_backward_recorded(c, a, in, gy));
+            break;
+        }
         tide_tensor *   z = g_zeros(c, in);
         tide_tensor *   v = !z ? NULL
                           : a[3] == 0 ? g_select(c, z, (int32_t)a[0], a[1])
@@ -471,6 +521,7 @@ typedef struct {
     tide_tensor **       results;
     bool *               results_own;   /* as tide_node's gown, for results */
     bool                 retain;
+    bool                 create;        /* create_graph: the rules run with grad mode on */
 } walk_req;
 
 /* Adds g (+1, taken) into *slot; *own says whether the walk made *slot, so
@@ -494,6 +545,15 @@ static tide_status accumulate(tide_tensor ** slot, bool * own, tide_tensor * g) 
 /* Adds g (+1, taken) into a leaf's gradient: the first one is kept as it is
  * when nothing else can see it, later ones are added in place. */
 static tide_status accumulate_leaf(tide_tensor * leaf, tide_tensor * g) {
+    if (leaf->ag_grad && tide_grad_off == 0) {   /* create_graph: out of place, as the sum has a history */
+        tide_tensor * in[2] = {leaf->ag_grad, g}, * res[TIDE_OP_MAX_OUT] = {0};
+        tide_status   st = tide_op_call(TIDE_OP_add, in, 2, NULL, res, NULL);
+        tide_tensor_release(g);
+        if (st != TIDE_OK) return st;
+        tide_tensor_release(leaf->ag_grad);
+        leaf->ag_grad = res[0];
+        return TIDE_OK;
+    }
     if (!leaf->ag_grad) {
         bool own = __atomic_load_n(&g->refcount, __ATOMIC_ACQUIRE) == 1 && atomic_load(&g->storage->refcount) == 1 && !(g->flags & TIDE_TENSOR_VIEW) &&
                    tide_tensor_is_contiguous(g);
@@ -549,12 +609,16 @@ static tide_tensor * fit(tide_tensor * g, const tide_meta * m, const char * op) 
     return g;
 }
 
-static tide_status run_rule(tide_node * n, tide_grad_ctx * c) {
+static tide_status run_rule(const walk_req * r, tide_node * n, tide_grad_ctx * c) {
     memset(c, 0, sizeof *c);
-    c->node = n;
+    c->node   = n;
+    c->create = r->create;
     for (int32_t i = 0; i < n->n_out; i++) c->gy[i] = n->gbuf[i];
     for (int32_t i = 0; i < n->n_in; i++) c->needs[i] = n->next[i].node || n->next[i].leaf;
     if (n->op < 0) return view_backward(c);
+    if (!n->rule && strstr(node_name(n), "_backward"))   /* recorded by a create_graph backward */
+        return tide_error_set(TIDE_E_VALUE, "backward: '%s' has no derivative, so the gradient it computed "
+                              "(with create_graph) cannot be differentiated again", node_name(n));
     if (!n->rule)
         return tide_error_set(TIDE_E_VALUE, "backward: '%s' has no derivative; compute it out of the graph "
                               "(inside tide.no_grad or on detached tensors)", node_name(n));
@@ -693,10 +757,10 @@ static tide_status process(const walk_req * r, tide_node * n) {
     }
     if (!any) return TIDE_OK;
     bool        done = false;
-    tide_status st   = n->op == TIDE_VIEW_SLICE ? route_part(r, n, &done) : TIDE_OK;
+    tide_status st   = n->op == TIDE_VIEW_SLICE && !r->create ? route_part(r, n, &done) : TIDE_OK;
     if (st == TIDE_OK && !done) {
         tide_grad_ctx c;
-        st = run_rule(n, &c);
+        st = run_rule(r, n, &c);
         for (int32_t i = 0; i < n->n_in && st == TIDE_OK; i++) {
             tide_tensor * g = c.gx[i];
             if (!g || !c.needs[i]) continue;
@@ -807,12 +871,22 @@ static tide_status check_roots(const char * api, int32_t n, tide_tensor * const 
     return TIDE_OK;
 }
 
+/* Refuses create_graph during a capture: replays have no autograd. */
+static tide_status check_flags(const char * api, int32_t flags) {
+    if ((flags & TIDE_AUTOGRAD_CREATE_GRAPH) && TIDE_UNLIKELY(tide_capture != NULL))
+        return tide_error_set(TIDE_E_VALUE, "%s: create_graph is not supported inside tide.jit.compile (a captured "
+                              "function); compute higher-order gradients outside it", api);
+    return TIDE_OK;
+}
+
 tide_status tide_autograd_backward(int32_t n, tide_tensor * const * roots, tide_tensor * const * grads,
-                                   int32_t retain_graph) {
+                                   int32_t flags) {
     TIDE_CHECK(check_roots("backward", n, roots, grads));
-    walk_req r   = {0, NULL, NULL, NULL, retain_graph != 0};
+    TIDE_CHECK(check_flags("backward", flags));
+    bool create = (flags & TIDE_AUTOGRAD_CREATE_GRAPH) != 0;
+    walk_req r   = {0, NULL, NULL, NULL, (flags & TIDE_AUTOGRAD_RETAIN_GRAPH) != 0, create};
     int32_t  off = tide_grad_off;
-    tide_grad_off = 1;
+    tide_grad_off = !create;   /* create_graph: the rules' ops are recorded */
     pthread_mutex_lock(&walk_lock);
     tide_status st = walk(n, roots, grads, &r);
     pthread_mutex_unlock(&walk_lock);
@@ -821,9 +895,10 @@ tide_status tide_autograd_backward(int32_t n, tide_tensor * const * roots, tide_
 }
 
 tide_status tide_autograd_grad(int32_t n, tide_tensor * const * roots, tide_tensor * const * grads, int32_t n_in,
-                               tide_tensor * const * inputs, tide_tensor ** results, int32_t retain_graph,
-                               int32_t allow_unused) {
+                               tide_tensor * const * inputs, tide_tensor ** results, int32_t flags) {
     TIDE_CHECK(check_roots("grad", n, roots, grads));
+    TIDE_CHECK(check_flags("grad", flags));
+    bool create = (flags & TIDE_AUTOGRAD_CREATE_GRAPH) != 0;
     for (int32_t k = 0; k < n_in; k++) {
         results[k] = NULL;
         if (!inputs[k] || !tide_needs_grad(inputs[k]))
@@ -831,9 +906,9 @@ tide_status tide_autograd_grad(int32_t n, tide_tensor * const * roots, tide_tens
     }
     bool * own = calloc((size_t)n_in + 1, sizeof *own);
     if (!own) return tide_error_set(TIDE_E_OOM, "grad: out of memory");
-    walk_req r   = {n_in, inputs, results, own, retain_graph != 0};
+    walk_req r   = {n_in, inputs, results, own, (flags & TIDE_AUTOGRAD_RETAIN_GRAPH) != 0, create};
     int32_t  off = tide_grad_off;
-    tide_grad_off = 1;
+    tide_grad_off = !create;   /* create_graph: the rules' ops are recorded */
     pthread_mutex_lock(&walk_lock);
     tide_status st = walk(n, roots, grads, &r);
     pthread_mutex_unlock(&walk_lock);
@@ -845,7 +920,7 @@ tide_status tide_autograd_grad(int32_t n, tide_tensor * const * roots, tide_tens
             meta_of(&m, inputs[k]);
             results[k] = fit(results[k], &m, "grad");
             if (!results[k]) st = TIDE_E_OOM;
-        } else if (!allow_unused) {
+        } else if (!(flags & TIDE_AUTOGRAD_ALLOW_UNUSED)) {
             st = tide_error_set(TIDE_E_VALUE, "grad: input %d was not used to compute the outputs "
                                 "(pass allow_unused = true to get nil for it)", k + 1);
         }

@@ -74,6 +74,10 @@ typedef struct tide_grad_ctx {
     tide_tensor *     temps[48];
     int32_t           n_temps;
     tide_status       st;
+    /* create_graph: the rule runs with grad mode on, and g_saved gives the saved
+     * tensors their history (linked[slot], cached), so its ops are recorded too. */
+    bool              create;
+    tide_tensor *     linked[TIDE_SAVED_MAX];
 } tide_grad_ctx;
 
 /* The rule of a registry op (weakly linked, like kernels), or NULL. */

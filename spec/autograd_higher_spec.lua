@@ -1,0 +1,149 @@
+-- autograd beyond first derivatives: create_graph (second derivatives against
+-- hand-computed values, Hessian-vector products, gradient penalties checked by
+-- finite differences), retain_grad on non-leaves, and gradient hooks.
+local tide = require "tide"
+local H = require "spec.helpers"
+
+local grad, gradcheck = tide.autograd.grad, tide.autograd.gradcheck
+
+local function leaf(vals, shape)
+  local t = tide.tensor(vals, "float64")
+  if shape then t = t:reshape(shape) end
+  return t:requires_grad_()
+end
+local function map(t, f)
+  local r = {}
+  for i, v in ipairs(t) do r[i] = f(v, i) end
+  return r
+end
+local xs = { -1.3, -0.4, 0.2, 0.7, 1.6 }
+
+describe("autograd create_graph", function()
+  it("gives second derivatives of elementwise functions", function()
+    local cases = {
+      { function(x) return x * x * x end, function(v) return 6 * v end },
+      { function(x) return x:pow(3) end, function(v) return 6 * v end },
+      { function(x) return x:exp() end, function(v) return math.exp(v) end },
+      { function(x) return x:sin() end, function(v) return -math.sin(v) end },
+      { function(x) return x:tanh() end,
+        function(v) local t = math.tanh(v); return -2 * t * (1 - t * t) end },
+      { function(x) return x:sigmoid() end,
+        function(v) local s = 1 / (1 + math.exp(-v)); return s * (1 - s) * (1 - 2 * s) end },
+      { function(x) return (x * 2):exp() / 4 end, function(v) return math.exp(2 * v) end },
+    }
+    for k, case in ipairs(cases) do
+      local x = leaf(xs)
+      local g = grad(case[1](x):sum(), x, nil, { create_graph = true })
+      assert.is_true(g.requires_grad, "case " .. k)
+      H.close(grad(g:sum(), x), map(xs, case[2]), 1e-10, 1e-12, "case " .. k)
+    end
+  end)
+
+  it("goes through slices, selects and reshapes", function()
+    local x = leaf({ 1, 2, 3, 4, 5, 6 }, { 2, 3 })
+    local f = (x[2] ^ 3):sum() + (x:narrow(2, 1, 2):reshape(4) ^ 2):sum() + (x[{ {}, { 2, 3 } }] ^ 3):sum()
+    local g = grad(f, x, nil, { create_graph = true })
+    H.close(g, { { 2, 4 + 12, 27 }, { 48 + 8, 75 + 10 + 75, 108 + 108 } })
+    -- d/dx of sum(g): 6x (select row 2) + 2 (narrowed columns 1, 2) + 6x (columns 2, 3)
+    H.close(grad(g:sum(), x), { { 2, 2 + 12, 18 }, { 24 + 2, 30 + 2 + 30, 36 + 36 } })
+  end)
+
+  it("t:backward{create_graph = true} leaves gradients that require grad", function()
+    local x = leaf(xs)
+    ;(x ^ 3):sum():backward({ create_graph = true })
+    local g = x.grad
+    assert.is_true(g.requires_grad)
+    H.close(g, map(xs, function(v) return 3 * v * v end), 1e-12)
+    x.grad = nil
+    g:sum():backward()
+    H.close(x.grad, map(xs, function(v) return 6 * v end), 1e-12)
+    assert.is_false(x.grad.requires_grad)
+  end)
+
+  it("accumulates a second create_graph backward out of place, with history", function()
+    local x = leaf(xs)
+    ;(x ^ 3):sum():backward({ create_graph = true })
+    local first = x.grad
+    ;(x ^ 2):sum():backward({ create_graph = true })
+    H.close(first, map(xs, function(v) return 3 * v * v end), 1e-12)   -- not written into
+    H.close(grad(x.grad:sum(), x), map(xs, function(v) return 6 * v + 2 end), 1e-12)
+  end)
+
+  it("gives Hessian-vector products of a quadratic form through matmul", function()
+    local A = tide.tensor({ { 2, 1, 0 }, { 1, 3, -1 }, { 0, -1, 4 } }, "float64")
+    local x = leaf { 0.5, -1, 2 }
+    local v = tide.tensor({ 1, 2, -1 }, "float64")
+    local f = x:reshape({ 1, 3 }):matmul(A):matmul(x:reshape { 3, 1 }):sum() * 0.5
+    local g = grad(f, x, nil, { create_graph = true })
+    H.close(g, A:matmul(x:detach()):totable(), 1e-12)
+    H.close(grad((g * v):sum(), x), { 4, 8, -6 }, 1e-12)   -- A v
+  end)
+
+  it("gives the Hessian of softmax cross entropy: diag(p) - p p^T", function()
+    local zs, y = { 0.3, -1.2, 2.0, 0.5 }, 3
+    local z = leaf(zs)
+    local onehot = tide.tensor({ 0, 0, 1, 0 }, "float64")
+    local loss = -(z:log_softmax(1) * onehot):sum()
+    local g = grad(loss, z, nil, { create_graph = true })
+    local e, s = map(zs, math.exp), 0
+    for _, v in ipairs(e) do s = s + v end
+    local p = map(e, function(v) return v / s end)
+    H.close(g, map(p, function(pi, i) return pi - (i == y and 1 or 0) end), 1e-12)
+    local vs = { 1, -2, 0.5, 3 }
+    local pv = 0
+    for i = 1, 4 do pv = pv + p[i] * vs[i] end
+    local hv = grad((g * tide.tensor(vs, "float64")):sum(), z)
+    H.close(hv, map(p, function(pi, i) return pi * vs[i] - pi * pv end), 1e-12)
+    -- the same through softmax and log
+    local z2 = leaf(zs)
+    local g2 = grad(-(z2:softmax(1):log() * onehot):sum(), z2, nil, { create_graph = true })
+    H.close(grad((g2 * tide.tensor(vs, "float64")):sum(), z2), hv:totable(), 1e-10)
+  end)
+
+  it("backpropagates a gradient penalty ||dL/dx||^2 to the parameters (gradcheck)", function()
+    local x = leaf({ 0.3, -0.8, 1.1, 0.4, -0.2, 0.9 }, { 2, 3 })
+    local w = leaf({ 0.2, -0.5, 0.7, 0.1, -0.3, 0.6 }, { 3, 2 })
+    local b = leaf { 0.1, -0.2 }
+    local function penalty(x_, w_, b_)
+      local logits = (x_:matmul(w_) + b_):tanh()
+      local onehot = tide.tensor({ { 0, 1 }, { 1, 0 } }, "float64")
+      local loss = -(logits:log_softmax(2) * onehot):sum() + (logits * logits):mean()
+      local gx = grad(loss, x_, nil, { create_graph = true })
+      return (gx * gx):sum()
+    end
+    assert.is_true(gradcheck(penalty, { x, w, b }))
+  end)
+
+  it("leaves gradients without history when create_graph is not asked for", function()
+    local x = leaf(xs)
+    local g = grad((x ^ 3):sum(), x)
+    assert.is_false(g.requires_grad)
+    assert.is_nil(g.grad_fn)
+    ;(x ^ 3):sum():backward()
+    assert.is_false(x.grad.requires_grad)
+  end)
+
+  it("retains the graph by default with create_graph, as PyTorch does", function()
+    local x = leaf(xs)
+    local f = (x:exp()):sum()
+    grad(f, x, nil, { create_graph = true })
+    H.close(grad(f, x), map(xs, math.exp), 1e-12)
+  end)
+
+  it("names the op when a rule's backward op has no derivative of its own", function()
+    local x = leaf(xs)
+    local g = grad(x:gelu():sum(), x, nil, { create_graph = true })
+    assert.is_true(g.requires_grad)
+    assert.has_error(function() grad(g:sum(), x) end,
+      "backward: 'gelu_backward' has no derivative, so the gradient it computed (with create_graph) "
+        .. "cannot be differentiated again")
+  end)
+
+  it("is refused inside tide.jit.compile", function()
+    local x = leaf(xs)
+    local f = tide.jit.compile(function(a) return grad((a * a):sum(), a, nil, { create_graph = true }) end)
+    local ok, err = pcall(function() for _ = 1, 3 do f(x) end end)
+    assert.is_false(ok)
+    assert.matches("grad: create_graph is not supported inside tide.jit.compile", err, 1, true)
+  end)
+end)
