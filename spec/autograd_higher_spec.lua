@@ -130,12 +130,25 @@ describe("autograd create_graph", function()
     H.close(grad(f, x), map(xs, math.exp), 1e-12)
   end)
 
-  it("names the op when a rule's backward op has no derivative of its own", function()
+  it("differentiates gelu's backward op, exact and tanh forms", function()
     local x = leaf(xs)
     local g = grad(x:gelu():sum(), x, nil, { create_graph = true })
+    H.close(grad(g:sum(), x), map(xs, function(v)   -- phi(x) (2 - x^2)
+      return math.exp(-v * v / 2) / math.sqrt(2 * math.pi) * (2 - v * v)
+    end), 1e-10, 1e-12)
+    for _, form in ipairs { "none", "tanh" } do
+      assert.is_true(gradcheck(function(a, w)
+        return grad((a:gelu(form) * w):sum(), a, nil, { create_graph = true }) * w
+      end, { leaf(xs), leaf { 0.5, -1, 2, 1.5, -0.3 } }))
+    end
+  end)
+
+  it("names the op when a rule's backward op has no derivative of its own", function()
+    local x = leaf({ 1, 5, 2, 4, 3, 0, 7, 6, 8 }, { 1, 1, 3, 3 })
+    local g = grad((tide.nn.functional.max_pool2d(x, 2, { stride = 1 }) ^ 2):sum(), x, nil, { create_graph = true })
     assert.is_true(g.requires_grad)
     assert.has_error(function() grad(g:sum(), x) end,
-      "backward: 'gelu_backward' has no derivative, so the gradient it computed (with create_graph) "
+      "backward: 'max_pool2d_backward' has no derivative, so the gradient it computed (with create_graph) "
         .. "cannot be differentiated again")
   end)
 

@@ -34,6 +34,27 @@ GRAD(gelu, SAVE_IN0) {
     SET(0, g_call(c, TIDE_OP_gelu_backward, 2, GY(0), IN(0), NULL, &p));
     return TIDE_OK;
 }
+/* gelu_backward(gy, x) = gy gelu'(x) (recorded by create_graph): linear in gy, and
+ * gelu''(x) = phi(x) (2 - x^2) exactly; for the tanh form 0.5 x (1 + t), t = tanh(u),
+ * u = k (x + a x^3): gelu'' = (1 - t^2) (u' + x (u'' / 2 - t u'^2)). */
+GRAD_ONLY_FOR(gelu_backward, SAVE_IN0 | SAVE_IN1, [0] = 1 << 1) {
+    tide_op_params p = g_params(0, NULL, 0, c->node->p.flags);
+    SET(0, g_call(c, TIDE_OP_gelu_backward, 2, GY(0), IN(1), NULL, &p));
+    if (!NEEDS(1)) return TIDE_OK;
+    tide_tensor * x = IN(1), * x2 = B(mul, x, x), * d2;
+    if (c->node->p.flags & 1) {
+        const double k = 0.79788456080286535588, a = 0.044715;
+        tide_tensor * t  = U(tanh, B(mul, B(add, x, B(mul, B(mul, x2, x), NUM(a))), NUM(k)));
+        tide_tensor * u1 = B(mul, B(add, B(mul, x2, NUM(3 * a)), NUM(1)), NUM(k));
+        tide_tensor * in = B(sub, B(mul, x, NUM(3 * a * k)), B(mul, t, B(mul, u1, u1)));
+        d2 = B(mul, B(sub, NUM(1), B(mul, t, t)), B(add, u1, B(mul, x, in)));
+    } else {   /* phi(x) = exp(-x^2 / 2) / sqrt(2 pi) */
+        tide_tensor * phi = B(mul, U(exp, B(mul, x2, NUM(-0.5))), NUM(0.39894228040143267794));
+        d2 = B(mul, phi, B(sub, NUM(2), x2));
+    }
+    g_set(c, 1, B(mul, B(mul, GY(0), IN(0)), d2));
+    return TIDE_OK;
+}
 GRAD(silu, SAVE_IN0) {   /* s (1 + x (1 - s)) */
     tide_tensor * s = U(sigmoid, IN(0));
     SET(0, B(mul, GY(0), B(mul, s, B(add, NUM(1), B(mul, IN(0), B(sub, NUM(1), s))))));
