@@ -160,3 +160,213 @@ describe("autograd create_graph", function()
     assert.matches("grad: create_graph is not supported inside tide.jit.compile", err, 1, true)
   end)
 end)
+
+describe("autograd retain_grad", function()
+  it("fills .grad of a non-leaf, accumulated across backward calls", function()
+    local x = leaf { 1, 2, 3 }
+    local h = x * 2
+    assert.is_false(h.retains_grad)
+    h:retain_grad()
+    assert.is_true(h.retains_grad)
+    local y = (h * h):sum()
+    y:backward({ retain_graph = true })
+    H.close(h.grad, { 4, 8, 12 })   -- 2h
+    H.close(x.grad, { 8, 16, 24 })
+    y:backward()
+    H.close(h.grad, { 8, 16, 24 })
+    assert.is_false(h.grad.requires_grad)
+  end)
+
+  it("leaves other non-leaves without .grad, and is a no-op on a leaf", function()
+    local x = leaf { 1, 2 }
+    x:retain_grad()
+    assert.is_false(x.retains_grad)
+    local a, b = x * 3, x + 1
+    b:retain_grad()
+    ;(a * b):sum():backward()
+    assert.is_nil(a.grad)
+    H.close(b.grad, { 3, 6 })
+    H.close(x.grad, { 3 * 2 + 3, 3 * 3 + 6 })
+  end)
+
+  it("works for a root, a view, and an output of several uses", function()
+    local x = leaf { 1, 2, 3, 4 }
+    local v = x:view(2, 2)
+    v:retain_grad()
+    local s = (v:sum(1) * v:sum(2)):sum()
+    s:retain_grad()
+    s:backward()
+    H.close(s.grad, 1)
+    -- d/dv[i][j] of sum_k c_k r_k over column sums c = {4, 6} and row sums r = {3, 7}: r_j + c_i
+    H.close(v.grad, { { 3 + 4, 7 + 4 }, { 3 + 6, 7 + 6 } })
+  end)
+
+  it("follows the tensor through an in-place op", function()
+    local x = leaf { 1, 2 }
+    local h = x * 1
+    h:retain_grad()
+    h:div_(2)
+    ;(h * h):sum():backward()
+    H.close(h.grad, { 1, 2 })   -- 2h of the new h (the old one's would be half that)
+  end)
+
+  it("is left alone by autograd.grad, which touches no .grad", function()
+    local x = leaf { 1, 2 }
+    local h = x * 2
+    h:retain_grad()
+    H.close(grad((h * h):sum(), x), { 8, 16 })
+    assert.is_nil(h.grad)
+  end)
+
+  it("fails for a tensor that does not require grad", function()
+    assert.has_error(function() tide.tensor { 1, 2 }:retain_grad() end,
+      "retain_grad: the tensor does not require grad")
+  end)
+
+  it("is kept with create_graph as a gradient with history", function()
+    local x = leaf { 1, 2 }
+    local h = x * x
+    h:retain_grad()
+    ;(h * h):sum():backward({ create_graph = true })
+    assert.is_true(h.grad.requires_grad)
+    H.close(grad(h.grad:sum(), x), { 4, 8 })   -- h.grad = 2 x^2
+  end)
+
+  it("does not keep a dead tensor alive nor crash when it dies before backward", function()
+    local x = leaf { 1, 2 }
+    local y
+    do
+      local h = x * 2
+      h:retain_grad()
+      y = (h * h):sum()
+    end
+    collectgarbage()
+    collectgarbage()
+    y:backward()
+    H.close(x.grad, { 8, 16 })
+  end)
+end)
+
+describe("autograd hooks", function()
+  it("calls a hook on a non-leaf with its gradient and uses what it returns", function()
+    local x = leaf { 1, 2, 3 }
+    local h = x * 2
+    local seen
+    h:register_hook(function(g) seen = g:clone(); return g * 10 end)
+    ;(h * h):sum():backward()
+    H.close(seen, { 4, 8, 12 })
+    H.close(x.grad, { 80, 160, 240 })
+  end)
+
+  it("calls a leaf's hook once, on the sum over its uses, before .grad", function()
+    local x = leaf { 1, 2 }
+    local calls, seen = 0, nil
+    x:register_hook(function(g) calls = calls + 1; seen = g:clone() end)
+    ;(x * 3 + x * x):sum():backward()
+    assert.are.equal(1, calls)
+    H.close(seen, { 5, 7 })
+    H.close(x.grad, { 5, 7 })
+    x:register_hook(function(g) return g * 0 end)
+    ;(x * 3):sum():backward()
+    H.close(x.grad, { 5, 7 })   -- hooks run in order: the second zeroes what is added
+    assert.are.equal(2, calls)
+  end)
+
+  it("runs for autograd.grad's inputs too, and before retain_grad", function()
+    local x = leaf { 1, 2 }
+    x:register_hook(function(g) return g + 1 end)
+    H.close(grad((x * x):sum(), x), { 3, 5 })
+    local h = x * 1
+    h:retain_grad()
+    h:register_hook(function(g) return g * 2 end)
+    ;(h * 3):sum():backward()
+    H.close(h.grad, { 6, 6 })
+  end)
+
+  it("is taken off by handle:remove()", function()
+    local x = leaf { 1, 2 }
+    local calls = 0
+    local handle = x:register_hook(function() calls = calls + 1 end)
+    x:sum():backward()
+    handle:remove()
+    handle:remove()
+    x:sum():backward()
+    assert.are.equal(1, calls)
+    local h = x * 2
+    local hh = h:register_hook(function(g) return g * 100 end)
+    hh:remove()
+    x.grad = nil
+    h:sum():backward()
+    H.close(x.grad, { 2, 2 })
+  end)
+
+  it("raises a hook's error from backward at the caller's line, and the next backward works", function()
+    local x = leaf { 1, 2 }
+    local h = x * 2
+    h:register_hook(function() error("boom") end)
+    local ok, err = pcall(function() (h * h):sum():backward() end)
+    assert.is_false(ok)
+    assert.matches("autograd_higher_spec.lua:%d+: backward: a gradient hook raised an error: .*boom", err)
+    ;(x * x):sum():backward()
+    H.close(x.grad, { 2, 4 })
+  end)
+
+  it("checks what a hook returns", function()
+    local x = leaf { 1, 2 }
+    local h = x * 2
+    h:register_hook(function(g) return g:sum() end)
+    assert.has_error(function() h:sum():backward() end,
+      "backward: a gradient hook returned a gradient of shape [] for one of shape [2]")
+    local h2 = x * 2
+    h2:register_hook(function() return 5 end)
+    assert.has_error(function() h2:sum():backward() end, "backward: a gradient hook must return a tensor or nil, got number")
+    assert.has_error(function() tide.tensor { 1 }:register_hook(print) end,
+      "register_hook: the tensor does not require grad, so no gradient flows into it")
+  end)
+
+  it("refuses a backward from inside a hook", function()
+    local x = leaf { 1, 2 }
+    local y = leaf { 3, 4 }
+    local h = x * 2
+    h:register_hook(function(g) (y * y):sum():backward() end)
+    local ok, err = pcall(function() h:sum():backward() end)
+    assert.is_false(ok)
+    assert.matches("backward: called from inside a gradient hook", err, 1, true)
+  end)
+
+  it("runs on the calling thread with JIT-compiled code around it", function()
+    local x = leaf { 1, 2 }
+    local total = 0
+    x:register_hook(function(g) total = total + g:sum():item() end)
+    for _ = 1, 200 do (x * 2):sum():backward() end
+    assert.are.equal(200 * 4, total)
+  end)
+
+  it("frees the functions of hooks whose tensors are gone", function()
+    local count = 0
+    local fns = setmetatable({}, { __mode = "k" })
+    for _ = 1, 50 do
+      local x = leaf { 1 }
+      local f = function() end
+      fns[f] = true
+      x:register_hook(f)
+      local h = x * 2
+      h:register_hook(function() end)
+    end
+    collectgarbage()
+    collectgarbage()
+    tide.tensor({ 1 }, "float64"):requires_grad_():register_hook(function() end)   -- sweeps
+    collectgarbage()
+    for _ in pairs(fns) do count = count + 1 end
+    assert.are.equal(0, count)
+  end)
+
+  it("is refused inside tide.jit.compile", function()
+    local x = leaf { 1, 2 }
+    x:register_hook(function(g) return g end)
+    local f = tide.jit.compile(function(a) (a * a):sum():backward() return a.grad end)
+    local ok, err = pcall(function() for _ = 1, 3 do f(x) end end)
+    assert.is_false(ok)
+    assert.matches("gradient hooks are not supported inside tide.jit.compile", err, 1, true)
+  end)
+end)

@@ -3,6 +3,7 @@
 -- this file gives it its Lua face: the tensor fields `grad`, `requires_grad`,
 -- `grad_fn` and `is_leaf`, `t:backward()`, `tide.no_grad`, `autograd.grad`
 -- and `gradcheck`. Backward rules live in C, next to nothing Lua needs.
+local bit = require "bit"
 local B = require "bindings.ffi"
 local T = require "tide.tensor"
 local ffi, C = B.ffi, B.C
@@ -34,6 +35,8 @@ function getters.grad_fn(t)
   return ffi.string(n)
 end
 function getters.is_leaf(t) return t.ag_node == nil end
+--- True for a non-leaf whose gradient backward keeps (t:retain_grad()).
+function getters.retains_grad(t) return bit.band(t.flags, C.TIDE_TENSOR_RETAINS_GRAD) ~= 0 end
 
 -- -- methods ------------------------------------------------------------------------
 
@@ -47,10 +50,90 @@ end
 --- t:detach(): the same values as a tensor that does not require grad (no copy).
 function methods.detach(t) return wrap(C.tide_tensor_detach(t), 0) end
 
+--- t:retain_grad(): backward fills t.grad for a non-leaf t too (accumulated across
+-- backward calls, as a leaf's); a no-op on a leaf. Returns nothing, as PyTorch's.
+function methods.retain_grad(t) check(C.tide_tensor_retain_grad(t)) end
+
+-- -- hooks -----------------------------------------------------------------------------
+-- The runtime keeps a hook's id, on the node or leaf it watches; its function is
+-- kept here. Backward walks step by step (walk_next stops at each due hook), so
+-- hooks run here, on the thread that called backward, with no callback from C.
+
+local hook_fns = {}                       -- id -> function
+local dead = ffi.new("int64_t[?]", 64)
+
+-- Drops the functions of hooks whose node or leaf is gone.
+local function sweep_hooks()
+  repeat
+    local n = tonumber(C.tide_autograd_hooks_dead(dead, 64))
+    for i = 0, n - 1 do hook_fns[tonumber(dead[i])] = nil end
+  until n < 64
+end
+
+local Handle = {}
+Handle.__index = Handle
+--- handle:remove(): the hook is not called any more.
+function Handle:remove()
+  local t = self._t[1]
+  if self.id and t then C.tide_tensor_remove_hook(t, self.id) end
+  if self.id then hook_fns[self.id] = nil end
+  self.id = nil
+end
+
+--- t:register_hook(fn): fn(grad) is called during backward with the gradient
+-- flowing into t (for a leaf: summed over its uses, before it is accumulated into
+-- t.grad). It may return a tensor of the same shape, dtype and device to use
+-- instead, or nil. An error in fn is raised by backward. Returns a handle whose
+-- remove() takes the hook off. Hooks are refused inside tide.jit.compile.
+-- @usage local h = x:register_hook(function(g) return g:clamp(-1, 1) end); ...; h:remove()
+function methods.register_hook(t, fn)
+  if type(fn) ~= "function" and not (type(fn) == "table" and getmetatable(fn) and getmetatable(fn).__call) then
+    fail("register_hook: argument 1 must be a function, got " .. type(fn))
+  end
+  sweep_hooks()
+  local id = ffi.new("int64_t[1]")
+  check(C.tide_tensor_add_hook(t, id))
+  local n = tonumber(id[0])
+  hook_fns[n] = fn
+  return setmetatable({ id = n, _t = setmetatable({ t }, { __mode = "v" }) }, Handle)
+end
+
 local roots = ffi.new("tide_tensor *[?]", 64)
 local grads = ffi.new("tide_tensor *[?]", 64)
 local in_buf = ffi.new("tide_tensor *[?]", 256)
 local res_buf = ffi.new("tide_tensor *[?]", 256)
+local walk_buf = ffi.new("tide_autograd_walk *[1]")
+local hook_id = ffi.new("int64_t[1]")
+local hook_grad = ffi.new("tide_tensor *[1]")
+
+-- Runs a backward walk (n roots; n_in inputs for autograd.grad, results into
+-- res_buf), calling the hooks it stops at. An error ends the walk, then is raised
+-- at the user's line.
+local function walk(n, given, n_in, flags)
+  check(C.tide_autograd_walk_begin(walk_buf, n, roots, given and grads or nil, n_in, in_buf, flags))
+  local w = walk_buf[0]
+  local function abort(msg)
+    C.tide_autograd_walk_end(w, nil)
+    fail(msg)
+  end
+  while true do
+    if C.tide_autograd_walk_next(w, hook_id, hook_grad) ~= 0 then abort(ffi.string(C.tide_last_error())) end
+    local id = tonumber(hook_id[0])
+    if id == 0 then break end
+    local fn = hook_fns[id]
+    if fn then
+      local g = hook_grad[0]
+      C.tide_tensor_retain(g)
+      local ok, r = pcall(fn, wrap(g, 0))
+      if not ok then abort("backward: a gradient hook raised an error: " .. tostring(r)) end
+      if r ~= nil then
+        if not is_tensor(r) then abort("backward: a gradient hook must return a tensor or nil, got " .. type(r)) end
+        if C.tide_autograd_walk_replace(w, r) ~= 0 then abort(ffi.string(C.tide_last_error())) end
+      end
+    end
+  end
+  check(C.tide_autograd_walk_end(w, n_in > 0 and res_buf or nil))
+end
 
 local function tensor_list(x, what, api, max)
   if is_tensor(x) then return { x } end
@@ -99,13 +182,13 @@ end
 function methods.backward(t, grad, opts)
   if type(grad) == "table" and not is_tensor(grad) then grad, opts = nil, grad end
   local n, given = set_roots(t, grad, "backward")
-  check(C.tide_autograd_backward(n, roots, given and grads or nil, walk_flags(opts or {})))
+  walk(n, given, 0, walk_flags(opts or {}))
 end
 
 --- autograd.backward(tensors, grads, {retain_graph, create_graph}): backward from several roots at once.
 function M.backward(tensors, grad_tensors, opts)
   local n, given = set_roots(tensors, grad_tensors, "backward")
-  check(C.tide_autograd_backward(n, roots, given and grads or nil, walk_flags(opts or {})))
+  walk(n, given, 0, walk_flags(opts or {}))
 end
 
 --- autograd.grad(outputs, inputs, grad_outputs, {retain_graph, create_graph, allow_unused}):
@@ -123,8 +206,8 @@ function M.grad(outputs, inputs, grad_outputs, opts)
   local n, given = set_roots(outputs, grad_outputs, "grad")
   local ins = tensor_list(inputs, "inputs", "grad", 256)
   for i = 1, #ins do in_buf[i - 1] = ins[i] end
-  check(C.tide_autograd_grad(n, roots, given and grads or nil, #ins, in_buf, res_buf,
-    walk_flags(opts, opts.allow_unused)))
+  if #ins == 0 then fail("grad: inputs must not be empty") end
+  walk(n, given, #ins, walk_flags(opts, opts.allow_unused))
   local r = {}
   for i = 1, #ins do
     local g = res_buf[i - 1]

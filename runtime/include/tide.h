@@ -144,7 +144,9 @@ typedef struct tide_node    tide_node;      /* opaque: a step of the autograd gr
 enum {
     TIDE_TENSOR_WRAPPED_NUMBER = 1,  /* made from a host number: weak in type promotion */
     TIDE_TENSOR_REQUIRES_GRAD  = 2,  /* a leaf whose gradient is accumulated in ag_grad */
-    TIDE_TENSOR_VIEW           = 4   /* shares its storage with the tensor it was viewed from */
+    TIDE_TENSOR_VIEW           = 4,  /* shares its storage with the tensor it was viewed from */
+    TIDE_TENSOR_RETAINS_GRAD   = 8,  /* a non-leaf whose gradient backward keeps in ag_grad */
+    TIDE_TENSOR_HOOKED         = 16  /* named by a hook or retain_grad: forgets them when released */
 };
 
 /* A strided view over a storage. The fields are public so that the FFI reads
@@ -340,6 +342,46 @@ tide_status tide_autograd_backward(int32_t n, tide_tensor * const * roots, tide_
 tide_status tide_autograd_grad(int32_t n, tide_tensor * const * roots, tide_tensor * const * grads,
                                int32_t n_in, tide_tensor * const * inputs, tide_tensor ** results,
                                int32_t flags);
+/* Makes backward keep the gradient of the non-leaf t in its ag_grad (accumulated
+ * across backward calls, read with tide_tensor_grad), as a leaf's is; a no-op for
+ * a leaf. Fails when t does not require grad, or during a capture. */
+tide_status tide_tensor_retain_grad(tide_tensor * t);
+
+/*
+ * Gradient hooks. A hook watches the gradient that flows into a tensor (into the
+ * output of t's node, or into a leaf, summed over all its uses before it is
+ * accumulated). The runtime keeps only an id: whoever drives the walk runs the
+ * hook, on its own thread, by walking step by step (tide_autograd_walk_*), so no
+ * callback into a caller's language happens from C. tide_autograd_backward and
+ * tide_autograd_grad fail when they meet a hook. Thread-safe.
+ */
+/* Adds a hook on t (which must require grad); *id gets its id (> 0). */
+tide_status tide_tensor_add_hook(tide_tensor * t, int64_t * id);
+/* Removes hook id of t; one already gone (its node freed) is a no-op. */
+tide_status tide_tensor_remove_hook(tide_tensor * t, int64_t id);
+/* Ids of hooks dropped with their node or leaf since the last call (at most max,
+ * into out): the caller frees what it kept for them. Returns the count. */
+int64_t     tide_autograd_hooks_dead(int64_t * out, int64_t max);
+
+typedef struct tide_autograd_walk tide_autograd_walk;   /* opaque: a backward walk in progress */
+/* Starts a walk as tide_autograd_backward (n_in = 0) or tide_autograd_grad
+ * (inputs) would; *w gets it. One walk runs at a time in a process: until
+ * tide_autograd_walk_end, other threads' walks wait, and this thread's fail. */
+tide_status tide_autograd_walk_begin(tide_autograd_walk ** w, int32_t n, tide_tensor * const * roots,
+                                     tide_tensor * const * grads, int32_t n_in, tide_tensor * const * inputs,
+                                     int32_t flags);
+/* Runs the walk until a hook is due or it ends: *hook gets the hook's id and
+ * *grad the gradient it sees (borrowed, valid until the next call), or 0 and
+ * NULL at the end. On failure, call tide_autograd_walk_end. */
+tide_status tide_autograd_walk_next(tide_autograd_walk * w, int64_t * hook, tide_tensor ** grad);
+/* Replaces the gradient the hook due sees (and what the walk goes on with) by g
+ * (retained), which must have the same shape, dtype and device. */
+tide_status tide_autograd_walk_replace(tide_autograd_walk * w, tide_tensor * g);
+/* Ends and frees the walk (finished or not); for a grad walk, results gets the
+ * gradients as tide_autograd_grad gives them (results may be NULL to drop them).
+ * Returns the walk's first failure. */
+tide_status tide_autograd_walk_end(tide_autograd_walk * w, tide_tensor ** results);
+
 /* 1 if op (a registry id) has a backward rule. */
 int32_t     tide_op_is_differentiable(int32_t op);
 

@@ -73,6 +73,47 @@ static void test_second_derivative(void) {
     tide_tensor_release(v3), tide_tensor_release(v2), tide_tensor_release(v), tide_tensor_release(x);
 }
 
+/* retain_grad and hooks from C: y = sum((2x)^2); a hook on x doubles its gradient
+ * (8x -> 16x), h = 2x retains its own (4x = 2h); tide_autograd_backward refuses a
+ * due hook; a hook's id is queued as dead once its tensor is gone. */
+static void test_hooks(void) {
+    double        xs[2] = {1, 3};
+    int64_t       n     = 2;
+    tide_tensor * x     = tide_tensor_from_doubles(xs, 1, &n, TIDE_DTYPE_F64);
+    tide_tensor * two   = tide_tensor_scalar(2, TIDE_DTYPE_I64);
+    CHECK(tide_tensor_set_requires_grad(x, 1) == TIDE_OK);
+    tide_tensor * h = op2("mul", x, two, NULL);
+    CHECK(tide_tensor_retain_grad(h) == TIDE_OK && (h->flags & TIDE_TENSOR_RETAINS_GRAD));
+    tide_tensor * sq = op2("mul", h, h, NULL), * y = op2("sum", sq, NULL, NULL);
+    int64_t       id = 0, seen = 0, dead[4];
+    CHECK(tide_tensor_add_hook(x, &id) == TIDE_OK && id > 0);
+    CHECK(tide_autograd_backward(1, &y, NULL, TIDE_AUTOGRAD_RETAIN_GRAPH) != TIDE_OK);   /* a hook is due */
+    CHECK(strstr(tide_last_error(), "gradient hook") != NULL);
+    tide_autograd_walk * w = NULL;
+    CHECK(tide_autograd_walk_begin(&w, 1, &y, NULL, 0, NULL, 0) == TIDE_OK);
+    for (;;) {
+        int64_t       hook = 0;
+        tide_tensor * g    = NULL;
+        if (tide_autograd_walk_next(w, &hook, &g) != TIDE_OK || !hook) break;
+        seen = hook;
+        tide_tensor * g2 = op2("mul", g, two, NULL);
+        CHECK(tide_autograd_walk_replace(w, g2) == TIDE_OK);
+        tide_tensor_release(g2);
+    }
+    CHECK(tide_autograd_walk_end(w, NULL) == TIDE_OK);
+    CHECK(seen == id);
+    tide_tensor * gx = tide_tensor_grad(x), * gh = tide_tensor_grad(h);
+    for (int64_t i = 0; i < n && gx && gh; i++) {
+        CHECK(value(gx, i) == 16 * xs[i]);
+        CHECK(value(gh, i) == 2 * 4 * xs[i]);   /* twice: the refused walk had passed h's node */
+    }
+    CHECK(gx && gh);
+    tide_tensor_release(gx), tide_tensor_release(gh);
+    tide_tensor_release(y), tide_tensor_release(sq), tide_tensor_release(h);
+    tide_tensor_release(two), tide_tensor_release(x);
+    CHECK(tide_autograd_hooks_dead(dead, 4) == 1 && dead[0] == id);
+}
+
 /* Fits w in y = X w by gradient descent; returns the final loss. */
 static double fit(int steps) {
     enum { N = 64, D = 4 };
@@ -121,6 +162,7 @@ static void * train_thread(void * arg) {
 int main(void) {
     test_gradient();
     test_second_derivative();
+    test_hooks();
     CHECK(fit(300) < 1e-6);
     pthread_t th[2];
     double    losses[2] = {1, 1};

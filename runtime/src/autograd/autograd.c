@@ -49,6 +49,77 @@ static tide_tensor * alias(const tide_tensor * t) {
     return a;
 }
 
+/* -- hook lists ---------------------------------------------------------------------
+
+   Hooks live on the node whose output they watch (a leaf's in leaf_hooks), under
+   hook_lock: tensors die, and nodes are freed, on any thread. An entry names its
+   tensor weakly; a tensor named so is flagged HOOKED and drops its entries when it
+   dies (tide_autograd_forget). The ids of callers' hooks dropped with a node or a
+   leaf are queued, so that the caller can free what it kept for them. */
+
+static pthread_mutex_t hook_lock = PTHREAD_MUTEX_INITIALIZER;
+static tide_hook *     leaf_hooks;
+static int64_t         hook_counter;
+static int64_t *       dead_ids;
+static int64_t         n_dead, cap_dead;
+
+static void dead_push(int64_t id) {   /* under hook_lock; on OOM the caller keeps a stale entry */
+    if (n_dead == cap_dead) {
+        int64_t   cap = cap_dead ? 2 * cap_dead : 64;
+        int64_t * v   = realloc(dead_ids, (size_t)cap * sizeof *v);
+        if (!v) return;
+        dead_ids = v, cap_dead = cap;
+    }
+    dead_ids[n_dead++] = id;
+}
+
+static void hook_append(tide_hook ** list, tide_hook * h) {
+    while (*list) list = &(*list)->next;
+    h->next = NULL;
+    *list   = h;
+}
+
+/* Unlinks the entries of *list that name t; retain_grad's go to *moved when given,
+ * the others are freed. Under hook_lock. */
+static void hook_unlink(tide_hook ** list, const tide_tensor * t, tide_hook ** moved) {
+    for (tide_hook ** p = list; *p;) {
+        tide_hook * h = *p;
+        if (h->tensor != t) {
+            p = &h->next;
+            continue;
+        }
+        *p = h->next;
+        if (moved && h->id == 0) {
+            hook_append(moved, h);
+        } else {
+            if (h->id) dead_push(h->id);
+            free(h);
+        }
+    }
+}
+
+void tide_autograd_forget(tide_tensor * t) {
+    pthread_mutex_lock(&hook_lock);
+    if (t->ag_node) hook_unlink(&t->ag_node->hooks, t, NULL);
+    hook_unlink(&leaf_hooks, t, NULL);
+    pthread_mutex_unlock(&hook_lock);
+}
+
+/* Moves t's retain_grad entry from node `from` (or none) to output nr of node `to` (or drops it). */
+static void retain_move(tide_tensor * t, tide_node * from, tide_node * to, int32_t nr) {
+    tide_hook * moved = NULL;
+    pthread_mutex_lock(&hook_lock);
+    if (from) hook_unlink(&from->hooks, t, &moved);
+    if (moved && to) {
+        moved->nr = nr;
+        hook_append(&to->hooks, moved);
+    } else {
+        free(moved);
+        t->flags &= ~(uint32_t)TIDE_TENSOR_RETAINS_GRAD;
+    }
+    pthread_mutex_unlock(&hook_lock);
+}
+
 /* -- nodes -------------------------------------------------------------------------- */
 
 static void free_saved(tide_node * n) {
@@ -67,6 +138,15 @@ void tide_node_release(tide_node * n) {
     while (n) {
         if (atomic_fetch_sub_explicit(&n->refcount, 1, memory_order_acq_rel) == 1) {
             free_saved(n);
+            if (n->hooks) {   /* no tensor names n any more: only the lists' lock is needed */
+                pthread_mutex_lock(&hook_lock);
+                for (tide_hook * h = n->hooks, * next; h; h = next) {
+                    next = h->next;
+                    if (h->id) dead_push(h->id);
+                    free(h);
+                }
+                pthread_mutex_unlock(&hook_lock);
+            }
             for (int32_t i = 0; i < TIDE_OP_MAX_OUT; i++) tide_tensor_release(n->gbuf[i]);
             for (int32_t i = 0; i < n->n_in; i++) {
                 tide_tensor_release(n->next[i].leaf);
@@ -122,6 +202,7 @@ static tide_status save(tide_node * n, int32_t slot, const tide_tensor * t, int3
 static void attach(tide_tensor * t, tide_node * n, int32_t nr) {
     tide_node * old = t->ag_node;
     node_retain(n);
+    if (TIDE_UNLIKELY(t->flags & TIDE_TENSOR_RETAINS_GRAD)) retain_move(t, old, n, nr);   /* follows t */
     t->ag_node      = n;
     t->ag_output_nr = nr;
     if (old) tide_node_release(old);
@@ -149,6 +230,7 @@ tide_status tide_autograd_record(const tide_opcall * c, tide_tensor * out) {
     if (!any) {   /* an in-place write of values that need no grad ends out's history */
         if (out && out->ag_node) {
             tide_node * old = out->ag_node;
+            if (TIDE_UNLIKELY(out->flags & TIDE_TENSOR_RETAINS_GRAD)) retain_move(out, old, NULL, 0);
             out->ag_node    = NULL;
             tide_node_release(old);
         }
@@ -471,8 +553,9 @@ static tide_status view_backward(tide_grad_ctx * c) {
 
 /* -- the walk --------------------------------------------------------------------------------- */
 
-static pthread_mutex_t walk_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t        walk_counter;
+static pthread_mutex_t    walk_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Thread_local bool tide_walking;   /* this thread holds walk_lock: a hook of its walk runs */
+static uint64_t           walk_counter;
 
 typedef struct {
     tide_node ** v;
@@ -493,7 +576,8 @@ static bool list_push(node_list * l, tide_node * n) {
 int64_t tide_autograd_saved(tide_tensor * const * roots, int32_t n_roots, tide_tensor ** out, int64_t max) {
     node_list todo = {NULL, 0, 0};
     int64_t   n    = 0;
-    pthread_mutex_lock(&walk_lock);
+    bool held = tide_walking;   /* called from a hook: its walk holds the lock */
+    if (!held) pthread_mutex_lock(&walk_lock);
     uint64_t id = ++walk_counter;   /* marks the nodes seen, as a walk does */
     for (int32_t i = 0; i < n_roots; i++) {
         tide_node * r = roots[i] ? roots[i]->ag_node : NULL;
@@ -508,7 +592,7 @@ int64_t tide_autograd_saved(tide_tensor * const * roots, int32_t n_roots, tide_t
             if (next && next->walk_id != id && list_push(&todo, next)) next->walk_id = id;
         }
     }
-    pthread_mutex_unlock(&walk_lock);
+    if (!held) pthread_mutex_unlock(&walk_lock);
     free(todo.v);
     return n;
 }
@@ -522,6 +606,9 @@ typedef struct {
     bool *               results_own;   /* as tide_node's gown, for results */
     bool                 retain;
     bool                 create;        /* create_graph: the rules run with grad mode on */
+    /* backward: the gradients of hooked leaves, summed until their hooks run at the end */
+    struct leaf_grad { tide_tensor * leaf, * g; bool own; } * leaves;
+    int64_t              n_leaves, cap_leaves;
 } walk_req;
 
 /* Adds g (+1, taken) into *slot; *own says whether the walk made *slot, so
@@ -654,8 +741,23 @@ static int32_t captured(const walk_req * r, const tide_tensor * t) {
 }
 
 /* Sends g (+1, taken) along edge e. */
-static tide_status route(const walk_req * r, const tide_edge * e, tide_tensor * g) {
+static tide_status route(walk_req * r, const tide_edge * e, tide_tensor * g) {
     if (e->node) return accumulate(&e->node->gbuf[e->nr], &e->node->gown[e->nr], g);
+    if (!r->results && (e->leaf->flags & TIDE_TENSOR_HOOKED)) {   /* summed, for its hooks at the end */
+        for (int64_t k = 0; k < r->n_leaves; k++)
+            if (r->leaves[k].leaf == e->leaf) return accumulate(&r->leaves[k].g, &r->leaves[k].own, g);
+        if (r->n_leaves == r->cap_leaves) {
+            int64_t            cap = r->cap_leaves ? 2 * r->cap_leaves : 8;
+            struct leaf_grad * v   = realloc(r->leaves, (size_t)cap * sizeof *v);
+            if (!v) {
+                tide_tensor_release(g);
+                return TIDE_E_OOM;
+            }
+            r->leaves = v, r->cap_leaves = cap;
+        }
+        r->leaves[r->n_leaves++] = (struct leaf_grad){e->leaf, g, false};
+        return TIDE_OK;
+    }
     if (r->results) {   /* autograd.grad: only the asked-for leaves get anything */
         int32_t k = captured(r, e->leaf);
         if (k < 0) {
@@ -699,7 +801,7 @@ static tide_status add_part(const tide_node * n, tide_tensor * buf, tide_tensor 
 /* Routes the gradient of slice node n into its part of the gradient of n's input.
  * *done false: the slot holds a gradient of another dtype (a root's, given so),
  * and the general rule (a zero-padded gradient, summed) keeps its promotion. */
-static tide_status route_part(const walk_req * r, tide_node * n, bool * done) {
+static tide_status route_part(walk_req * r, tide_node * n, bool * done) {
     const tide_edge * e = &n->next[0];
     const tide_meta * m = &n->in[0];
     tide_tensor **    slot;
@@ -708,6 +810,9 @@ static tide_status route_part(const walk_req * r, tide_node * n, bool * done) {
     if (e->node) {
         slot = &e->node->gbuf[e->nr], own = &e->node->gown[e->nr];
     } else if (!e->leaf) {
+        return TIDE_OK;
+    } else if (e->leaf->flags & TIDE_TENSOR_HOOKED) {   /* route() keeps it for its hooks */
+        *done = false;
         return TIDE_OK;
     } else if (r->results) {
         int32_t k = captured(r, e->leaf);
@@ -743,9 +848,38 @@ static tide_status route_part(const walk_req * r, tide_node * n, bool * done) {
     return st;
 }
 
-static tide_status process(const walk_req * r, tide_node * n) {
+/* Adds the gradients of n's outputs into the tensors that retain theirs. */
+static tide_status run_retains(tide_node * n) {
+    tide_tensor * keep[16];
+    int32_t       nr[16], k = 0;
+    pthread_mutex_lock(&hook_lock);
+    for (tide_hook * h = n->hooks; h && k < 16; h = h->next) {
+        if (h->id || !n->gbuf[h->nr]) continue;
+        /* retained only if alive: one whose last release is running waits for the lock to forget */
+        int32_t rc = __atomic_load_n(&h->tensor->refcount, __ATOMIC_ACQUIRE);
+        while (rc > 0 && !__atomic_compare_exchange_n(&h->tensor->refcount, &rc, rc + 1, false, __ATOMIC_ACQ_REL,
+                                                      __ATOMIC_ACQUIRE)) {}
+        if (rc > 0) keep[k] = h->tensor, nr[k++] = h->nr;
+    }
+    pthread_mutex_unlock(&hook_lock);
+    tide_status st = TIDE_OK;
+    if (k && TIDE_UNLIKELY(tide_capture != NULL))
+        st = tide_error_set(TIDE_E_VALUE, "backward: retain_grad is not supported inside tide.jit.compile (a "
+                            "captured function); return the tensor's gradient with autograd.grad instead");
+    for (int32_t i = 0; i < k; i++) {
+        if (st == TIDE_OK) {
+            tide_tensor_retain(n->gbuf[nr[i]]);
+            st = accumulate_leaf(keep[i], n->gbuf[nr[i]]);
+        }
+        tide_tensor_release(keep[i]);
+    }
+    return st;
+}
+
+static tide_status process(walk_req * r, tide_node * n) {
     bool any = false;
     for (int32_t i = 0; i < n->n_out; i++) any = any || n->gbuf[i];
+    if (n->hooks && any && !r->results) TIDE_CHECK(run_retains(n));   /* autograd.grad touches no .grad */
     if (r->results) {   /* capture gradients of non-leaf inputs made by this node */
         for (int32_t k = 0; k < r->n_in; k++) {
             const tide_tensor * t = r->inputs[k];
@@ -781,13 +915,68 @@ static tide_status process(const walk_req * r, tide_node * n) {
     return st;
 }
 
-static tide_status walk(int32_t n_roots, tide_tensor * const * roots, tide_tensor * const * grads, walk_req * r) {
-    if (TIDE_UNLIKELY(tide_capture != NULL)) tide_graph_on_backward();
-    node_list   all = {0}, ready = {0};
-    tide_status st  = TIDE_OK;
-    uint64_t    id  = ++walk_counter;
+/* -- walks, step by step ---------------------------------------------------------------------
 
-    /* seed the roots' gradients */
+   A walk seeds the roots' gradients, finds the nodes they reach, then runs the
+   nodes in an order where each comes after all that feed it. A node's hooks run
+   just before its rule, on the sum of its output's gradients; a leaf's at the
+   end, on the sum over its uses, before it is accumulated. Callers' hooks are
+   run by the caller: tide_autograd_walk_next stops at each and returns its id,
+   so the walk is a state machine rather than a loop. */
+
+typedef struct {
+    int64_t        id;
+    tide_tensor ** slot;   /* the gradient the hook sees and may replace */
+    bool *         own;
+} pending_hook;
+
+struct tide_autograd_walk {
+    walk_req       r;
+    node_list      all, ready;
+    uint64_t       id;
+    tide_node *    cur;          /* popped from ready: its hooks are due, then its rule */
+    pending_hook * due;
+    int32_t        n_due, at, cap_due;
+    int64_t        leaf_at;      /* phase 1: the next leaf (or input of a grad walk) to finish */
+    int64_t        leaf_cur;     /* the one whose hooks are due, or -1 */
+    int32_t        phase;        /* 0: nodes, 1: leaves, 2: done */
+    tide_status    st;
+    int32_t        grad_off;     /* the caller's grad mode, set back at the end */
+    bool           allow_unused;
+};
+
+
+static bool due_push(struct tide_autograd_walk * w, int64_t id, tide_tensor ** slot, bool * own) {
+    if (w->n_due == w->cap_due) {
+        int32_t        cap = w->cap_due ? 2 * w->cap_due : 8;
+        pending_hook * v   = realloc(w->due, (size_t)cap * sizeof *v);
+        if (!v) return false;
+        w->due = v, w->cap_due = cap;
+    }
+    w->due[w->n_due++] = (pending_hook){id, slot, own};
+    return true;
+}
+
+/* Queues the callers' hooks of node n (on outputs that got a gradient) or of leaf t. */
+static tide_status collect_hooks(struct tide_autograd_walk * w, tide_node * n, tide_tensor * t, tide_tensor ** slot,
+                                 bool * own) {
+    w->n_due = w->at = 0;
+    bool ok = true;
+    pthread_mutex_lock(&hook_lock);
+    for (tide_hook * h = n ? n->hooks : leaf_hooks; h && ok; h = h->next) {
+        if (!h->id) continue;
+        if (n && n->gbuf[h->nr]) ok = due_push(w, h->id, &n->gbuf[h->nr], &n->gown[h->nr]);
+        else if (!n && h->tensor == t) ok = due_push(w, h->id, slot, own);
+    }
+    pthread_mutex_unlock(&hook_lock);
+    return ok ? TIDE_OK : TIDE_E_OOM;
+}
+
+static tide_status walk_seed(struct tide_autograd_walk * w, int32_t n_roots, tide_tensor * const * roots,
+                             tide_tensor * const * grads) {
+    walk_req *  r  = &w->r;
+    tide_status st = TIDE_OK;
+    uint64_t    id = w->id;
     for (int32_t i = 0; i < n_roots && st == TIDE_OK; i++) {
         tide_tensor * t = roots[i], * g = grads ? grads[i] : NULL;
         if (g) {
@@ -799,10 +988,10 @@ static tide_status walk(int32_t n_roots, tide_tensor * const * roots, tide_tenso
             p.scalars[0]     = 1.0;
             g                = NULL;
             tide_tensor * ones = tide_tensor_empty(t->ndim, t->sizes, t->dtype_id, t->dev);
-            if (!ones) { st = TIDE_E_OOM; break; }
+            if (!ones) return TIDE_E_OOM;
             if ((st = tide_op_call(TIDE_OP_full, NULL, 0, &p, &g, ones)) != TIDE_OK) {
                 tide_tensor_release(ones);
-                break;
+                return st;
             }
             tide_tensor_release(g);
             g = ones;
@@ -815,39 +1004,89 @@ static tide_status walk(int32_t n_roots, tide_tensor * const * roots, tide_tenso
         tide_node * n = t->ag_node;
         if (n->walk_id != id) {
             n->walk_id = id, n->deps = 0;
-            if (!list_push(&all, n)) { tide_tensor_release(g); st = TIDE_E_OOM; break; }
+            if (!list_push(&w->all, n)) {
+                tide_tensor_release(g);
+                return TIDE_E_OOM;
+            }
+            node_retain(n);   /* a hook may drop the last tensor that holds it */
         }
         st = accumulate(&n->gbuf[t->ag_output_nr], &n->gown[t->ag_output_nr], g);
     }
     /* find every node the roots reach and count the edges into each */
-    for (int64_t k = 0; k < all.n && st == TIDE_OK; k++) {
-        tide_node * n = all.v[k];
+    for (int64_t k = 0; k < w->all.n && st == TIDE_OK; k++) {
+        tide_node * n = w->all.v[k];
         for (int32_t i = 0; i < n->n_in; i++) {
             tide_node * m = n->next[i].node;
             if (!m) continue;
             if (m->walk_id != id) {
                 m->walk_id = id, m->deps = 0;
-                if (!list_push(&all, m)) { st = TIDE_E_OOM; break; }
+                if (!list_push(&w->all, m)) return TIDE_E_OOM;
+                node_retain(m);
             }
             m->deps++;
         }
     }
-    for (int64_t k = 0; k < all.n && st == TIDE_OK; k++)
-        if (all.v[k]->deps == 0 && !list_push(&ready, all.v[k])) st = TIDE_E_OOM;
-    /* run the rules in an order where every node comes after all that feed it */
-    while (st == TIDE_OK && ready.n) {
-        tide_node * n = ready.v[--ready.n];
-        st = process(r, n);
-        for (int32_t i = 0; i < n->n_in && st == TIDE_OK; i++) {
-            tide_node * m = n->next[i].node;
-            if (m && --m->deps == 0 && !list_push(&ready, m)) st = TIDE_E_OOM;
+    for (int64_t k = 0; k < w->all.n && st == TIDE_OK; k++)
+        if (w->all.v[k]->deps == 0 && !list_push(&w->ready, w->all.v[k])) st = TIDE_E_OOM;
+    return st;
+}
+
+/* Runs the walk until a caller's hook is due (*hook its id) or the walk ends (*hook 0). */
+static tide_status walk_run(struct tide_autograd_walk * w, int64_t * hook, tide_tensor ** grad) {
+    walk_req *  r  = &w->r;
+    tide_status st = TIDE_OK;
+    *hook = 0, *grad = NULL;
+    while (st == TIDE_OK) {
+        if (w->at < w->n_due) {
+            pending_hook * d = &w->due[w->at++];
+            if (!*d->slot) continue;
+            if (TIDE_UNLIKELY(tide_capture != NULL))
+                return tide_error_set(TIDE_E_VALUE, "backward: gradient hooks are not supported inside "
+                                      "tide.jit.compile (a captured function); remove them before compiling");
+            *hook = d->id, *grad = *d->slot;
+            return TIDE_OK;
         }
+        w->n_due = w->at = 0;
+        if (w->cur) {   /* its hooks have run: its rule now */
+            tide_node * n = w->cur;
+            w->cur = NULL;
+            st = process(r, n);
+            for (int32_t i = 0; i < n->n_in && st == TIDE_OK; i++) {
+                tide_node * m = n->next[i].node;
+                if (m && --m->deps == 0 && !list_push(&w->ready, m)) st = TIDE_E_OOM;
+            }
+            continue;
+        }
+        if (w->phase == 0 && w->ready.n) {
+            w->cur = w->ready.v[--w->ready.n];
+            if (w->cur->hooks) st = collect_hooks(w, w->cur, NULL, NULL, NULL);
+            continue;
+        }
+        if (w->phase == 0) w->phase = 1, w->leaf_at = 0, w->leaf_cur = -1;
+        if (w->phase == 1) {
+            if (w->leaf_cur >= 0 && !r->results) {   /* its hooks have run: accumulate it */
+                struct leaf_grad * l = &r->leaves[w->leaf_cur];
+                st = l->g ? accumulate_leaf(l->leaf, l->g) : TIDE_OK;
+                l->g = NULL;
+            }
+            w->leaf_cur = -1;
+            int64_t n = r->results ? r->n_in : r->n_leaves;
+            if (st != TIDE_OK || w->leaf_at >= n) {
+                if (st == TIDE_OK) w->phase = 2;
+                continue;
+            }
+            int64_t k = w->leaf_cur = w->leaf_at++;
+            if (r->results) {
+                tide_tensor * t = r->inputs[k];
+                if (!t->ag_node && (t->flags & TIDE_TENSOR_HOOKED) && r->results[k])
+                    st = collect_hooks(w, NULL, t, &r->results[k], &r->results_own[k]);
+            } else {
+                st = collect_hooks(w, NULL, r->leaves[k].leaf, &r->leaves[k].g, &r->leaves[k].own);
+            }
+            continue;
+        }
+        return TIDE_OK;   /* phase 2: done */
     }
-    if (st == TIDE_E_OOM && !tide_last_error()[0]) tide_error_set(TIDE_E_OOM, "backward: out of memory");
-    for (int64_t k = 0; k < all.n; k++)
-        for (int32_t j = 0; j < TIDE_OP_MAX_OUT; j++) tide_tensor_release(all.v[k]->gbuf[j]), all.v[k]->gbuf[j] = NULL;
-    free(all.v);
-    free(ready.v);
     return st;
 }
 
@@ -879,53 +1118,190 @@ static tide_status check_flags(const char * api, int32_t flags) {
     return TIDE_OK;
 }
 
-tide_status tide_autograd_backward(int32_t n, tide_tensor * const * roots, tide_tensor * const * grads,
-                                   int32_t flags) {
-    TIDE_CHECK(check_roots("backward", n, roots, grads));
-    TIDE_CHECK(check_flags("backward", flags));
-    bool create = (flags & TIDE_AUTOGRAD_CREATE_GRAPH) != 0;
-    walk_req r   = {0, NULL, NULL, NULL, (flags & TIDE_AUTOGRAD_RETAIN_GRAPH) != 0, create};
-    int32_t  off = tide_grad_off;
-    tide_grad_off = !create;   /* create_graph: the rules' ops are recorded */
-    pthread_mutex_lock(&walk_lock);
-    tide_status st = walk(n, roots, grads, &r);
-    pthread_mutex_unlock(&walk_lock);
-    tide_grad_off = off;
-    return st;
-}
-
-tide_status tide_autograd_grad(int32_t n, tide_tensor * const * roots, tide_tensor * const * grads, int32_t n_in,
-                               tide_tensor * const * inputs, tide_tensor ** results, int32_t flags) {
-    TIDE_CHECK(check_roots("grad", n, roots, grads));
-    TIDE_CHECK(check_flags("grad", flags));
-    bool create = (flags & TIDE_AUTOGRAD_CREATE_GRAPH) != 0;
-    for (int32_t k = 0; k < n_in; k++) {
-        results[k] = NULL;
+tide_status tide_autograd_walk_begin(tide_autograd_walk ** out, int32_t n, tide_tensor * const * roots,
+                                     tide_tensor * const * grads, int32_t n_in, tide_tensor * const * inputs,
+                                     int32_t flags) {
+    const char * api = n_in ? "grad" : "backward";
+    *out = NULL;
+    if (tide_walking)
+        return tide_error_set(TIDE_E_VALUE, "%s: called from inside a gradient hook, while a backward walk runs "
+                              "on this thread; compute what the hook needs outside it", api);
+    TIDE_CHECK(check_roots(api, n, roots, grads));
+    TIDE_CHECK(check_flags(api, flags));
+    for (int32_t k = 0; k < n_in; k++)
         if (!inputs[k] || !tide_needs_grad(inputs[k]))
             return tide_error_set(TIDE_E_VALUE, "grad: input %d does not require grad", k + 1);
+    struct tide_autograd_walk * w = calloc(1, sizeof *w);
+    tide_tensor ** results = n_in ? calloc((size_t)n_in, sizeof *results) : NULL;
+    bool * own = n_in ? calloc((size_t)n_in, sizeof *own) : NULL;
+    if (!w || (n_in && (!results || !own))) {
+        free(w), free(results), free(own);
+        return tide_error_set(TIDE_E_OOM, "%s: out of memory", api);
     }
-    bool * own = calloc((size_t)n_in + 1, sizeof *own);
-    if (!own) return tide_error_set(TIDE_E_OOM, "grad: out of memory");
-    walk_req r   = {n_in, inputs, results, own, (flags & TIDE_AUTOGRAD_RETAIN_GRAPH) != 0, create};
-    int32_t  off = tide_grad_off;
+    bool create = (flags & TIDE_AUTOGRAD_CREATE_GRAPH) != 0;
+    w->r.n_in = n_in, w->r.inputs = inputs, w->r.results = results, w->r.results_own = own;
+    w->r.retain = (flags & TIDE_AUTOGRAD_RETAIN_GRAPH) != 0, w->r.create = create;
+    w->allow_unused = (flags & TIDE_AUTOGRAD_ALLOW_UNUSED) != 0;
+    w->leaf_cur = -1;
+    w->grad_off = tide_grad_off;
     tide_grad_off = !create;   /* create_graph: the rules' ops are recorded */
     pthread_mutex_lock(&walk_lock);
-    tide_status st = walk(n, roots, grads, &r);
+    tide_walking = true;
+    if (TIDE_UNLIKELY(tide_capture != NULL)) tide_graph_on_backward();
+    w->id = ++walk_counter;
+    w->st = walk_seed(w, n, roots, grads);
+    if (w->st != TIDE_OK) return tide_autograd_walk_end(w, NULL);
+    *out = w;
+    return TIDE_OK;
+}
+
+tide_status tide_autograd_walk_next(tide_autograd_walk * w, int64_t * hook, tide_tensor ** grad) {
+    *hook = 0, *grad = NULL;
+    if (w->st != TIDE_OK) return w->st;
+    w->st = walk_run(w, hook, grad);
+    if (w->st == TIDE_E_OOM && !tide_last_error()[0]) tide_error_set(TIDE_E_OOM, "backward: out of memory");
+    return w->st;
+}
+
+tide_status tide_autograd_walk_replace(tide_autograd_walk * w, tide_tensor * g) {
+    if (w->st != TIDE_OK || w->at == 0 || w->at > w->n_due)
+        return tide_error_set(TIDE_E_VALUE, "backward: no gradient hook is due to replace a gradient");
+    pending_hook * d = &w->due[w->at - 1];
+    tide_tensor *  old = *d->slot;
+    char           a[128], b[128];
+    if (g->ndim != old->ndim || memcmp(g->sizes, old->sizes, (size_t)g->ndim * sizeof(int64_t)) != 0)
+        return tide_error_set(TIDE_E_SHAPE, "backward: a gradient hook returned a gradient of shape %s for one of "
+                              "shape %s", tide_shape_str(g, a, sizeof a), tide_shape_str(old, b, sizeof b));
+    if (g->dtype_id != old->dtype_id)
+        return tide_error_set(TIDE_E_DTYPE, "backward: a gradient hook returned a gradient of dtype %s for one of "
+                              "dtype %s", tide_dtype_name(g->dtype_id), tide_dtype_name(old->dtype_id));
+    if (g->dev.type != old->dev.type || g->dev.index != old->dev.index)
+        return tide_error_set(TIDE_E_DEVICE, "backward: a gradient hook returned a gradient on %s for one on %s",
+                              tide_device_format(g->dev, a, sizeof a), tide_device_format(old->dev, b, sizeof b));
+    tide_tensor_retain(g);
+    tide_tensor_release(old);
+    *d->slot = g, *d->own = false;
+    return TIDE_OK;
+}
+
+tide_status tide_autograd_walk_end(tide_autograd_walk * w, tide_tensor ** results) {
+    walk_req *  r  = &w->r;
+    tide_status st = w->st;
+    if (st == TIDE_OK && w->phase != 2)
+        st = tide_error_set(TIDE_E_VALUE, "backward: the walk was ended before it finished");
+    for (int64_t k = 0; k < w->all.n; k++) {
+        tide_node * n = w->all.v[k];
+        for (int32_t j = 0; j < TIDE_OP_MAX_OUT; j++) tide_tensor_release(n->gbuf[j]), n->gbuf[j] = NULL;
+    }
+    for (int64_t k = 0; k < r->n_leaves; k++) tide_tensor_release(r->leaves[k].g);
+    tide_walking = false;
     pthread_mutex_unlock(&walk_lock);
-    tide_grad_off = off;
-    free(own);
-    for (int32_t k = 0; k < n_in && st == TIDE_OK; k++) {
-        if (results[k]) {
+    for (int64_t k = 0; k < w->all.n; k++) tide_node_release(w->all.v[k]);
+    tide_grad_off = w->grad_off;
+    for (int32_t k = 0; k < r->n_in && st == TIDE_OK; k++) {
+        if (r->results[k]) {
             tide_meta m;
-            meta_of(&m, inputs[k]);
-            results[k] = fit(results[k], &m, "grad");
-            if (!results[k]) st = TIDE_E_OOM;
-        } else if (!(flags & TIDE_AUTOGRAD_ALLOW_UNUSED)) {
+            meta_of(&m, r->inputs[k]);
+            r->results[k] = fit(r->results[k], &m, "grad");
+            if (!r->results[k]) st = TIDE_E_OOM;
+        } else if (!w->allow_unused) {
             st = tide_error_set(TIDE_E_VALUE, "grad: input %d was not used to compute the outputs "
                                 "(pass allow_unused = true to get nil for it)", k + 1);
         }
     }
-    if (st != TIDE_OK)
-        for (int32_t k = 0; k < n_in; k++) tide_tensor_release(results[k]), results[k] = NULL;
+    for (int32_t k = 0; k < r->n_in; k++) {
+        if (st == TIDE_OK && results) results[k] = r->results[k];
+        else tide_tensor_release(r->results[k]);
+    }
+    free(w->all.v), free(w->ready.v), free(w->due), free(r->leaves), free(r->results), free(r->results_own);
+    free(w);
     return st;
+}
+
+/* Runs a whole walk, for callers that run no hooks. */
+static tide_status walk_all(const char * api, int32_t n, tide_tensor * const * roots, tide_tensor * const * grads,
+                            int32_t n_in, tide_tensor * const * inputs, tide_tensor ** results, int32_t flags) {
+    tide_autograd_walk * w  = NULL;
+    tide_status          st = tide_autograd_walk_begin(&w, n, roots, grads, n_in, inputs, flags);
+    int64_t              hook = 0;
+    tide_tensor *        g    = NULL;
+    if (st == TIDE_OK && (st = tide_autograd_walk_next(w, &hook, &g)) == TIDE_OK && hook)
+        st = w->st = tide_error_set(TIDE_E_VALUE, "%s: a gradient hook is due, and only a caller that walks step by "
+                                    "step (tide_autograd_walk_next) can run it", api);
+    if (!w) return st;
+    tide_status end = tide_autograd_walk_end(w, results);
+    return st != TIDE_OK ? st : end;
+}
+
+tide_status tide_autograd_backward(int32_t n, tide_tensor * const * roots, tide_tensor * const * grads,
+                                   int32_t flags) {
+    return walk_all("backward", n, roots, grads, 0, NULL, NULL, flags);
+}
+
+tide_status tide_autograd_grad(int32_t n, tide_tensor * const * roots, tide_tensor * const * grads, int32_t n_in,
+                               tide_tensor * const * inputs, tide_tensor ** results, int32_t flags) {
+    for (int32_t k = 0; k < n_in; k++) results[k] = NULL;
+    return walk_all("grad", n, roots, grads, n_in, inputs, results, flags);
+}
+
+/* -- hooks and retain_grad: the public API ------------------------------------------------------- */
+
+tide_status tide_tensor_retain_grad(tide_tensor * t) {
+    if (!t->ag_node) {
+        if (t->flags & TIDE_TENSOR_REQUIRES_GRAD) return TIDE_OK;   /* a leaf keeps its gradient anyway */
+        return tide_error_set(TIDE_E_VALUE, "retain_grad: the tensor does not require grad");
+    }
+    if (t->flags & TIDE_TENSOR_RETAINS_GRAD) return TIDE_OK;
+    if (TIDE_UNLIKELY(tide_capture != NULL))
+        return tide_error_set(TIDE_E_VALUE, "retain_grad: not supported inside tide.jit.compile (a captured function)");
+    tide_hook * h = calloc(1, sizeof *h);
+    if (!h) return tide_error_set(TIDE_E_OOM, "retain_grad: out of memory");
+    h->tensor = t, h->nr = t->ag_output_nr;
+    pthread_mutex_lock(&hook_lock);
+    hook_append(&t->ag_node->hooks, h);
+    t->flags |= TIDE_TENSOR_RETAINS_GRAD | TIDE_TENSOR_HOOKED;
+    pthread_mutex_unlock(&hook_lock);
+    return TIDE_OK;
+}
+
+tide_status tide_tensor_add_hook(tide_tensor * t, int64_t * id) {
+    *id = 0;
+    if (!tide_needs_grad(t))
+        return tide_error_set(TIDE_E_VALUE, "register_hook: the tensor does not require grad, so no gradient "
+                              "flows into it");
+    tide_hook * h = calloc(1, sizeof *h);
+    if (!h) return tide_error_set(TIDE_E_OOM, "register_hook: out of memory");
+    pthread_mutex_lock(&hook_lock);
+    h->id = *id = ++hook_counter;
+    if (t->ag_node) {
+        h->nr = t->ag_output_nr;
+        hook_append(&t->ag_node->hooks, h);
+    } else {
+        h->tensor = t;
+        t->flags |= TIDE_TENSOR_HOOKED;
+        hook_append(&leaf_hooks, h);
+    }
+    pthread_mutex_unlock(&hook_lock);
+    return TIDE_OK;
+}
+
+tide_status tide_tensor_remove_hook(tide_tensor * t, int64_t id) {
+    pthread_mutex_lock(&hook_lock);
+    for (tide_hook ** p = t->ag_node ? &t->ag_node->hooks : &leaf_hooks; *p; p = &(*p)->next) {
+        if ((*p)->id != id) continue;
+        tide_hook * h = *p;
+        *p = h->next;
+        free(h);
+        break;
+    }
+    pthread_mutex_unlock(&hook_lock);
+    return TIDE_OK;
+}
+
+int64_t tide_autograd_hooks_dead(int64_t * out, int64_t max) {
+    pthread_mutex_lock(&hook_lock);
+    int64_t k = n_dead < max ? n_dead : max;
+    for (int64_t i = 0; i < k; i++) out[i] = dead_ids[--n_dead];
+    pthread_mutex_unlock(&hook_lock);
+    return k;
 }

@@ -45,6 +45,15 @@ typedef struct tide_grad_rule {
     uint8_t      only_for[TIDE_OP_MAX_IN];
 } tide_grad_rule;
 
+/* A hook on a gradient: on one output of a node (in the node's list), or on a
+ * leaf (in autograd.c's list). Lists are read and changed under the hook lock. */
+typedef struct tide_hook {
+    struct tide_hook * next;
+    int64_t            id;       /* a caller's hook (run by whoever drives the walk), or 0: retain_grad */
+    tide_tensor *      tensor;   /* weak: retain_grad's tensor, or the hooked leaf (it forgets on death) */
+    int32_t            nr;       /* the node's output */
+} tide_hook;
+
 struct tide_node {
     atomic_int             refcount;
     int32_t                op;          /* registry id, or a TIDE_VIEW_* kind (< 0) */
@@ -57,6 +66,7 @@ struct tide_node {
     tide_tensor *          saved[TIDE_SAVED_MAX];
     int32_t                saved_version[TIDE_SAVED_MAX];
     int32_t                freed;       /* the saved tensors were released by a backward */
+    tide_hook *            hooks;       /* under the hook lock */
     /* Walk state, under the walk lock. */
     uint64_t               walk_id;
     int32_t                deps;

@@ -270,6 +270,8 @@ enum {
 TIDE_INTERNAL tide_tensor * tide_autograd_view(tide_tensor * t, tide_tensor * v, int32_t kind,
                                                const int64_t * ints, int32_t n);
 TIDE_INTERNAL void tide_node_release(tide_node * n);
+/* Drops the hooks and retain_grad entries that name t weakly (t is being freed). */
+TIDE_INTERNAL void tide_autograd_forget(tide_tensor * t);
 /* The tensors that the autograd graph behind roots keeps for its backward
  * (borrowed, at most max in out; repeats possible). Returns how many there are. */
 TIDE_INTERNAL int64_t tide_autograd_saved(tide_tensor * const * roots, int32_t n_roots, tide_tensor ** out,

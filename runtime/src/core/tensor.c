@@ -40,6 +40,7 @@ void tide_tensor_retain(tide_tensor * t) {
 void tide_tensor_release(tide_tensor * t) {
     if (!t) return;
     if (__atomic_fetch_sub(&t->refcount, 1, __ATOMIC_ACQ_REL) != 1) return;
+    if (t->flags & TIDE_TENSOR_HOOKED) tide_autograd_forget(t);
     if (t->ag_node) tide_node_release(t->ag_node);
     if (t->ag_grad) tide_tensor_release(t->ag_grad);
     tide_storage_release(t->storage);
