@@ -853,3 +853,53 @@ describe("nn training", function()
     H.close(pred, { { 0 }, { 1 }, { 1 }, { 0 } }, 0, 0.1)
   end)
 end)
+
+describe("nn.Module forward hooks", function()
+  it("run pre-hooks on the arguments and hooks on the results, each may replace them", function()
+    local m = nn.Linear(2, 1)
+    local calls = {}
+    local x = tide.ones(3, 2)
+    local pre = m:register_forward_pre_hook(function(mod, a)
+      assert.are.equal(m, mod)
+      calls[#calls + 1] = "pre"
+      return a * 2
+    end)
+    local post = m:register_forward_hook(function(mod, args, y)
+      calls[#calls + 1] = "post"
+      assert.are.equal(1, args.n)
+      H.equal(args[1], (x * 2):totable())
+      return y + 100
+    end)
+    local y = m(x)
+    assert.are.same({ "pre", "post" }, calls)
+    H.close(y, tide.no_grad(function() return m:forward(x * 2) + 100 end))
+    pre:remove()
+    post:remove()
+    post:remove()
+    H.close(m(x), tide.no_grad(function() return m:forward(x) end))
+    assert.are.equal(2, #calls)
+  end)
+
+  it("keep the arguments and results when a hook returns nil, and run in order", function()
+    local m = nn.Identity()
+    local order = {}
+    m:register_forward_hook(function() order[#order + 1] = 1 end)
+    m:register_forward_hook(function(_, _, y) order[#order + 1] = 2; return y * 3 end)
+    m:register_forward_hook(function(_, _, y) order[#order + 1] = 3; return y + 1 end)
+    H.equal(m(tide.tensor { 1, 2 }), { 4, 7 })
+    assert.are.same({ 1, 2, 3 }, order)
+    assert.has_error(function() m:register_forward_hook(42) end,
+      "register_forward_hook: argument 1 must be a function, got number")
+  end)
+
+  it("see the activations of a child inside a Sequential, and stay out of state_dict", function()
+    local net = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
+    local seen
+    net[2]:register_forward_hook(function(_, _, y) seen = y end)
+    net(tide.randn(4, 2))
+    assert.are.same({ 4, 3 }, seen:shape())
+    local keys = {}
+    for k in pairs(net:state_dict()) do keys[#keys + 1] = k end
+    assert.are.equal(4, #keys)
+  end)
+end)

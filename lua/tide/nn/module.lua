@@ -91,6 +91,47 @@ end
 -- The metatable of a class's instances: field reads look in the plain fields,
 -- then parameters, buffers and children, then the class (methods); every write
 -- goes through __newindex, which registers tensors and modules.
+-- -- forward hooks -----------------------------------------------------------------------
+
+local function pack(...) return { n = select("#", ...), ... } end
+
+-- m(...) with hooks: each pre-hook may replace the arguments, each hook the results
+-- (a first result other than nil replaces them all).
+local function call_hooked(self, pre, post, ...)
+  local args = pack(...)
+  for _, h in ipairs(pre or {}) do
+    local r = pack(h.fn(self, unpack(args, 1, args.n)))
+    if r.n > 0 and r[1] ~= nil then args = r end
+  end
+  local out = pack(self:forward(unpack(args, 1, args.n)))
+  for _, h in ipairs(post or {}) do
+    local r = pack(h.fn(self, args, unpack(out, 1, out.n)))
+    if r.n > 0 and r[1] ~= nil then out = r end
+  end
+  return unpack(out, 1, out.n)
+end
+
+local HookHandle = {}
+HookHandle.__index = HookHandle
+--- handle:remove(): takes the hook off its module.
+function HookHandle:remove()
+  local list = rawget(self.module, self.field)
+  if not list then return end
+  for i, h in ipairs(list) do
+    if h == self.entry then table.remove(list, i) break end
+  end
+  if #list == 0 then rawset(self.module, self.field, nil) end
+end
+
+local function add_hook(self, field, fn, api)
+  if type(fn) ~= "function" then fail(string.format("%s: argument 1 must be a function, got %s", api, type(fn))) end
+  local list = rawget(self, field)
+  if not list then list = {}; rawset(self, field, list) end
+  local entry = { fn = fn }
+  list[#list + 1] = entry
+  return setmetatable({ module = self, field = field, entry = entry }, HookHandle)
+end
+
 local function instance_mt(cls)
   local mt = { __tide_module = true }
   mt.__index = function(self, k)
@@ -144,7 +185,11 @@ local function instance_mt(cls)
       self._attrs[k] = v
     end
   end
-  mt.__call = function(self, ...) return self:forward(...) end
+  mt.__call = function(self, ...)
+    local pre, post = rawget(self, "_forward_pre_hooks"), rawget(self, "_forward_hooks")
+    if pre == nil and post == nil then return self:forward(...) end
+    return call_hooked(self, pre, post, ...)
+  end
   mt.__tostring = function(self) return self:repr() end
   return mt
 end
@@ -187,6 +232,21 @@ function Module:extend(name)
   if type(name) ~= "string" or name == "" then fail("extend: the class name must be a non-empty string") end
   if rawget(self, "__instance_mt") == nil then fail("extend: call it on a class (nn.Module:extend), not an instance") end
   return setup_class({}, name, self)
+end
+
+--- m:register_forward_pre_hook(fn): fn(m, ...) runs before each m(...) with its
+-- arguments and may return new ones (nil keeps them). Returns a handle with remove().
+-- @usage m:register_forward_pre_hook(function(m, x) return x:clamp(-1, 1) end)
+function Module:register_forward_pre_hook(fn)
+  return add_hook(self, "_forward_pre_hooks", fn, "register_forward_pre_hook")
+end
+
+--- m:register_forward_hook(fn): fn(m, args, ...) runs after each m(...), with the
+-- arguments (a table with n) and the results, and may return new results (nil
+-- keeps them). Returns a handle with remove().
+-- @usage local acts = {}; m:register_forward_hook(function(m, args, y) acts[#acts + 1] = y end)
+function Module:register_forward_hook(fn)
+  return add_hook(self, "_forward_hooks", fn, "register_forward_hook")
 end
 
 --- The constructor, called by Class(...). The base one does nothing.
