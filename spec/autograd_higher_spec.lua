@@ -143,6 +143,27 @@ describe("autograd create_graph", function()
     end
   end)
 
+  it("differentiates conv2d's and the average pools' backward ops: a gradient penalty through a conv net", function()
+    local F = tide.nn.functional
+    tide.manual_seed(3)
+    local x = tide.randn(1, 2, 5, 5):double():requires_grad_()
+    local w = tide.randn(4, 1, 3, 2):double():requires_grad_()
+    local b = tide.randn(4):double():requires_grad_()
+    local proj = tide.randn(1, 4, 1, 2):double()
+    assert.is_true(gradcheck(function(x_, w_, b_)
+      local y = F.conv2d(x_, w_, b_, { stride = { 2, 1 }, padding = { 1, 0 }, dilation = { 1, 2 }, groups = 2 })
+      y = F.adaptive_avg_pool2d(F.avg_pool2d(y:tanh(), 2, { stride = 1 }), { 1, 2 })
+      local gx = grad((y * proj):sum(), x_, nil, { create_graph = true })
+      return (gx * gx):sum()
+    end, { x, w, b }))
+    -- MAML's case: the weight's gradient, differentiated again
+    assert.is_true(gradcheck(function(x_, w_)
+      local y = F.conv2d(x_, w_, nil, { stride = 2, padding = 1, groups = 2 })
+      local gw = grad((y:sin() * y):sum(), w_, nil, { create_graph = true })
+      return (gw * gw):sum()
+    end, { x, w }))
+  end)
+
   it("names the op when a rule's backward op has no derivative of its own", function()
     local x = leaf({ 1, 5, 2, 4, 3, 0, 7, 6, 8 }, { 1, 1, 3, 3 })
     local g = grad((tide.nn.functional.max_pool2d(x, 2, { stride = 1 }) ^ 2):sum(), x, nil, { create_graph = true })

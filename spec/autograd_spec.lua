@@ -155,8 +155,10 @@ describe("autograd", function()
     it("has a case for every op with a backward rule", function()
       local missing = {}
       for name, op in pairs(require("tide.tensor").op_ids) do
+        -- backward ops (gelu_backward, conv2d_backward_input, ...) are differentiated by
+        -- create_graph: autograd_higher_spec.lua checks them that way
         if C.tide_op_is_differentiable(op.id) ~= 0 and not cases[name] and name ~= "bernoulli"
-           and not name:find("_backward$") then
+           and not name:find("_backward") then
           missing[#missing + 1] = name
         end
       end

@@ -330,9 +330,9 @@ enum {
  * freed as the walk passes them, and a second backward through them fails.
  * With CREATE_GRAPH a leaf's gradient is replaced by the (recorded) sum rather
  * than added into in place. Asynchronous: the gradients are computed by engine
- * ops; errors of the walk itself are returned. A rule without a derivative of
- * its own (gelu_backward, conv2d_backward_input, ...) fails when a gradient it
- * made with CREATE_GRAPH is differentiated, naming the op. */
+ * ops; errors of the walk itself are returned. A backward op without a rule of
+ * its own (max_pool2d_backward) fails when a gradient it made with CREATE_GRAPH
+ * is differentiated, naming the op. */
 tide_status tide_autograd_backward(int32_t n, tide_tensor * const * roots, tide_tensor * const * grads,
                                    int32_t flags);
 /* Like backward, but returns the gradients of the n_in tensors `inputs`

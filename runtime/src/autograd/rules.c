@@ -531,3 +531,37 @@ GRAD(adaptive_avg_pool2d, 0) {
     SET(0, g_call(c, TIDE_OP_adaptive_avg_pool2d_backward, 1, GY(0), NULL, NULL, &p));
     return TIDE_OK;
 }
+
+/* The backward ops, for create_graph: each is linear in the gradient it takes, and
+ * conv2d's bilinear in it and the other input, so their rules are the forward ops
+ * and each other (dx = B(gy, w) has <dx, g> = <conv2d(g, w), gy>, so its gradient in
+ * gy is conv2d(g, w) and in w the weight gradient of that conv). max_pool2d_backward
+ * has none: a second backward through it fails naming it. */
+GRAD_ONLY_FOR(conv2d_backward_input, SAVE_IN0 | SAVE_IN1, [0] = 1 << 1, [1] = 1 << 0) {
+    tide_op_params p = g_params(7, P->ints, 0, 0);
+    if (NEEDS(0)) g_set(c, 0, g_call(c, TIDE_OP_conv2d, 2, GY(0), IN(1), NULL, &p));
+    if (NEEDS(1)) {
+        tide_op_params q = nn_params(c, 7, &c->node->in[1]);
+        g_set(c, 1, g_call(c, TIDE_OP_conv2d_backward_weight, 2, IN(0), GY(0), NULL, &q));
+    }
+    return TIDE_OK;
+}
+GRAD_ONLY_FOR(conv2d_backward_weight, SAVE_IN0 | SAVE_IN1, [0] = 1 << 1, [1] = 1 << 0) {   /* dw = B'(gy, x) */
+    tide_op_params p = g_params(7, P->ints, 0, 0);
+    if (NEEDS(0)) g_set(c, 0, g_call(c, TIDE_OP_conv2d, 2, IN(1), GY(0), NULL, &p));
+    if (NEEDS(1)) {
+        tide_op_params q = nn_params(c, 7, &c->node->in[1]);
+        g_set(c, 1, g_call(c, TIDE_OP_conv2d_backward_input, 2, IN(0), GY(0), NULL, &q));
+    }
+    return TIDE_OK;
+}
+GRAD(avg_pool2d_backward, 0) {
+    tide_op_params p = g_params(9, P->ints, 0, 0);
+    SET(0, g_call(c, TIDE_OP_avg_pool2d, 1, GY(0), NULL, NULL, &p));
+    return TIDE_OK;
+}
+GRAD(adaptive_avg_pool2d_backward, 0) {   /* pooled back to the size of the gradient it took */
+    tide_op_params p = g_params(2, &c->node->in[0].sizes[2], 0, 0);
+    SET(0, g_call(c, TIDE_OP_adaptive_avg_pool2d, 1, GY(0), NULL, NULL, &p));
+    return TIDE_OK;
+}
