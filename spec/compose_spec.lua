@@ -808,3 +808,54 @@ describe("multinomial", function()
     assert.has_error(function() tide.zeros(2, 2, 2):multinomial(1) end, "multinomial: probs must be 1-d or 2-d, got 3-d")
   end)
 end)
+
+describe("norms", function()
+  local x = tide.tensor({ { 3, -4, 0 }, { 1, 2, -2 } }, "float64")
+
+  it("norm and linalg.vector_norm for every p, over dims or all", function()
+    H.close(x:norm(), math.sqrt(9 + 16 + 1 + 4 + 4), 1e-15)
+    H.close(tide.norm(x, "fro"), math.sqrt(34), 1e-15)
+    H.close(x:norm(2, 2), { 5, 3 }, 1e-15)
+    H.close(x:norm(1, 1), { 4, 6, 2 }, 1e-15)
+    H.close(x:norm(3, 2, true), { { (27 + 64) ^ (1 / 3) }, { (1 + 8 + 8) ^ (1 / 3) } }, 1e-14)
+    H.close(x:norm(math.huge), 4, 0)
+    H.close(x:norm(-math.huge, 2), { 0, 1 }, 0)
+    H.close(x:norm(0, 2), { 2, 3 }, 0)
+    H.close(x:norm(0.5), (3 ^ 0.5 + 2 + 0 + 1 + 2 ^ 0.5 * 2) ^ 2, 1e-14)
+    H.close(tide.linalg.vector_norm(x, "inf", { 1, 2 }, true), { { 4 } }, 0)
+    for name, t in pairs(H.layouts(tide.tensor({ { 3, -4 }, { 6, 8 } }))) do
+      H.close(t:norm(2, -1), t:mul(t):sum(2):sqrt(), 1e-6, 0, name)
+    end
+    assert.are.same({}, tide.zeros(0, 3):norm():shape())
+    H.close(tide.zeros(0, 3):norm(), 0, 0)
+  end)
+
+  it("has gradient 0 where the norm is 0, and the right one elsewhere", function()
+    local z = tide.tensor({ { 0, 0 }, { 3, 4 } }, "float64"):requires_grad_()
+    z:norm(2, 2):sum():backward()
+    H.close(z.grad, { { 0, 0 }, { 0.6, 0.8 } }, 1e-15)
+    local y = tide.tensor({ { 0.5, -1, 2 }, { 1.5, 0.3, -0.7 } }, "float64"):requires_grad_()
+    for _, p in ipairs { 1, 2, 3, 0.5, math.huge } do
+      assert.is_true(tide.autograd.gradcheck(function(a) return a:norm(p, 2) end, { y }), tostring(p))
+    end
+  end)
+
+  it("linalg.matrix_norm: Frobenius, the largest column or row sums", function()
+    local a = tide.tensor({ { 1, -2 }, { 3, 4 } }, "float64")
+    H.close(tide.linalg.matrix_norm(a), math.sqrt(30), 1e-15)
+    H.close(tide.linalg.matrix_norm(a, 1), 6, 0)
+    H.close(tide.linalg.matrix_norm(a, -1), 4, 0)
+    H.close(tide.linalg.matrix_norm(a, math.huge), 7, 0)
+    H.close(tide.linalg.matrix_norm(a, -math.huge), 3, 0)
+    local b = tide.stack({ a, a * 2 })
+    H.close(tide.linalg.matrix_norm(b, 1), { 6, 12 }, 0)
+    H.close(tide.linalg.matrix_norm(b, 1, { 2, 3 }, true), { { { 6 } }, { { 12 } } }, 0)
+    assert.has_error(function() tide.linalg.matrix_norm(tide.ones(3)) end,
+      "matrix_norm: input must have at least 2 dimensions, got 1")
+    assert.has_error(function() tide.linalg.matrix_norm(a, 2) end,
+      "matrix_norm: ord must be 'fro', 1, -1, math.huge or -math.huge, got 2")
+    assert.has_error(function() x:norm("nuc") end, "norm: ord must be a number, got nuc")
+    assert.has_error(function() tide.tensor({ 1, 2 }, "int64"):norm() end,
+      "norm: input must be a floating-point tensor, got int64")
+  end)
+end)

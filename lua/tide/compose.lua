@@ -1477,4 +1477,61 @@ return function(tide, methods)
     if probs:dim() == 1 then out = out:view(n) end
     return out
   end, true)
+
+  -- -- norms ------------------------------------------------------------------------------------
+
+  -- The p-norm of x over dims (nil: all), with the gradient 0 where the norm is 0
+  -- (PyTorch's subgradient) rather than NaN.
+  local function vector_norm(x, p, dims, keepdim, name)
+    need_tensor(x, name)
+    if not x:is_floating_point() then
+      fail(fmt("%s: input must be a floating-point tensor, got %s", name, x:dtype()))
+    end
+    if p == nil or p == "fro" then p = 2 end
+    if p == "inf" then p = math.huge elseif p == "-inf" then p = -math.huge end
+    if type(p) ~= "number" or p ~= p then fail(fmt("%s: ord must be a number, got %s", name, tostring(p))) end
+    if keepdim ~= nil and type(keepdim) ~= "boolean" then
+      fail(fmt("%s: keepdim must be a boolean, got %s", name, type(keepdim)))
+    end
+    keepdim = keepdim == true
+    local a = x:abs()
+    if p == math.huge then return a:amax(dims, keepdim) end
+    if p == -math.huge then return a:amin(dims, keepdim) end
+    if p == 0 then return a:ne(0):sum(dims, keepdim):to(x:dtype()) end
+    if p == 1 then return a:sum(dims, keepdim) end
+    local s = p == 2 and (x * x):sum(dims, keepdim) or a:pow(p):sum(dims, keepdim)
+    local nz = s:ne(0)
+    local safe = tide.where(nz, s, 1)
+    return tide.where(nz, p == 2 and safe:sqrt() or safe:pow(1 / p), 0)
+  end
+  --- norm(x, p=2, dim, keepdim): the p-norm of x's elements (p a number, math.huge,
+  -- -math.huge, 0 or 'fro'), over dim (a number or a table of dims) or all, as
+  -- torch.norm for vectors. Also tide.linalg.vector_norm(x, ord, dim, keepdim).
+  define("norm", function(x, p, dim, keepdim) return vector_norm(x, p, dim, keepdim, "norm") end, true)
+  tide.linalg = tide.linalg or {}
+  tide.linalg.vector_norm = tide.linalg.vector_norm or function(x, ord, dim, keepdim)
+    return vector_norm(x, ord, dim, keepdim, "vector_norm")
+  end
+  --- linalg.matrix_norm(A, ord='fro', dim={-2, -1}, keepdim): 'fro', 1 (largest
+  -- column sum), -1, math.huge (largest row sum) or -math.huge of the matrices in
+  -- the last two dims (or the two dims given).
+  tide.linalg.matrix_norm = tide.linalg.matrix_norm or function(A, ord, dim, keepdim)
+    need_tensor(A, "matrix_norm")
+    if A:dim() < 2 then fail(fmt("matrix_norm: input must have at least 2 dimensions, got %d", A:dim())) end
+    dim = dim or { -2, -1 }
+    if type(dim) ~= "table" or #dim ~= 2 then fail("matrix_norm: dim must be a table of two dims") end
+    local r, c = wrap_dim(A:dim(), dim[1], "matrix_norm"), wrap_dim(A:dim(), dim[2], "matrix_norm")
+    if r == c then fail(fmt("matrix_norm: the two dims must differ, got %d twice", r)) end
+    ord = ord or "fro"
+    if ord == "fro" then return vector_norm(A, 2, { r, c }, keepdim, "matrix_norm") end
+    if ord ~= 1 and ord ~= -1 and ord ~= math.huge and ord ~= -math.huge then
+      fail(fmt("matrix_norm: ord must be 'fro', 1, -1, math.huge or -math.huge, got %s", tostring(ord)))
+    end
+    -- 1: the largest sum over rows (of a column); inf: the largest over columns (of a row)
+    local inner, outer = (ord == 1 or ord == -1) and r or c, (ord == 1 or ord == -1) and c or r
+    local sums = A:abs():sum(inner, true)
+    local e = ord > 0 and sums:amax(outer, true) or sums:amin(outer, true)
+    if keepdim then return e end
+    return e:squeeze({ r, c })
+  end
 end
