@@ -710,3 +710,66 @@ describe("nn spatial", function()
       "conv1d: kernel_size 3, stride 0 and dilation 1 must be positive and padding 0 non-negative")
   end)
 end)
+
+describe("unfold and fold", function()
+  local F = tide.nn.functional
+
+  it("unfold lays each block out as a column, channel-major, as PyTorch", function()
+    local x = tide.arange(1, 17):float():view(1, 1, 4, 4)
+    H.equal(F.unfold(x, 2), { { { 1, 2, 3, 5, 6, 7, 9, 10, 11 }, { 2, 3, 4, 6, 7, 8, 10, 11, 12 },
+                                { 5, 6, 7, 9, 10, 11, 13, 14, 15 }, { 6, 7, 8, 10, 11, 12, 14, 15, 16 } } })
+    H.equal(F.unfold(x, 2, { stride = 2 }), { { { 1, 3, 9, 11 }, { 2, 4, 10, 12 }, { 5, 7, 13, 15 }, { 6, 8, 14, 16 } } })
+    -- padding, dilation and two channels: column k of channel c is row (c-1)*kh*kw + k
+    local x2 = tide.arange(1, 33):float():view(1, 2, 4, 4)
+    local u = F.unfold(x2, { 2, 2 }, { dilation = 2, padding = 1, stride = { 3, 2 } })
+    assert.are.same({ 1, 8, 4 }, u:shape())
+    -- padded plane 6x6; blocks at rows 0, 3 and cols 0, 2; elements at +0/+2 in each direction
+    H.equal(u[1][1], { 0, 0, 0, 10 })            -- channel 1, kernel (1,1): padding but for x[3][2]
+    H.equal(u[1][4], { 6, 8, 0, 0 })             -- channel 1, kernel (2,2): x[2][2], x[2][4], then past the end
+    H.equal(u[1][8], { 22, 24, 0, 0 })           -- channel 2, kernel (2,2)
+    -- elements are copied, not computed: infinities and NaN stay where they are
+    local s = tide.tensor({ { { 1, math.huge }, { 0 / 0, -2 } } })
+    H.equal(F.unfold(s, 1), { { 1, math.huge, 0 / 0, -2 } })
+    -- unbatched, and in every layout
+    assert.are.same({ 4, 9 }, F.unfold(x[1], 2):shape())
+    for name, t in pairs(H.layouts(tide.arange(1, 17):float():view(4, 4))) do
+      H.equal(F.unfold(t:view(1, 1, 4, 4):contiguous(), 2):squeeze(1), F.unfold(t:unsqueeze(1), 2), name)
+    end
+  end)
+
+  it("fold sums the blocks back and is unfold's adjoint", function()
+    local x = tide.arange(1, 17):float():view(1, 1, 4, 4)
+    H.equal(F.fold(F.unfold(x, 2), { 4, 4 }, 2), { { { { 1, 4, 6, 4 }, { 10, 24, 28, 16 },
+                                                      { 18, 40, 44, 24 }, { 13, 28, 30, 16 } } } })
+    local o = { padding = { 1, 0 }, stride = 2, dilation = { 1, 2 } }
+    local a = tide.randn(2, 3, 5, 7, { dtype = "float64" })
+    local cols = F.unfold(a, { 3, 2 }, o)
+    local y = tide.randn(cols:shape(), { dtype = "float64" })
+    -- <unfold(a), y> == <a, fold(y)>
+    H.close((cols * y):sum(), (a * F.fold(y, { 5, 7 }, { 3, 2 }, o)):sum(), 1e-12)
+    local nn = tide.nn
+    H.equal(nn.Fold({ 4, 4 }, 2)(nn.Unfold(2)(x)), F.fold(F.unfold(x, 2), { 4, 4 }, 2))
+    assert.are.same({ 1, 4, 4 }, F.fold(F.unfold(x, 2):squeeze(1), 4, 2):shape())
+  end)
+
+  it("differentiates both", function()
+    local a = tide.randn(1, 2, 4, 5, { dtype = "float64" }):requires_grad_()
+    assert.is_true(tide.autograd.gradcheck(function(t) return F.unfold(t, 2, { padding = 1, stride = 2 }) end, { a }))
+    local c = tide.randn(1, 8, 9, { dtype = "float64" }):requires_grad_()
+    assert.is_true(tide.autograd.gradcheck(function(t) return F.fold(t, { 4, 5 }, 2, { padding = 1, stride = 2 }) end,
+      { c }))
+  end)
+
+  it("rejects bad sizes", function()
+    local x = tide.zeros(1, 1, 4, 4)
+    assert.has_error(function() F.unfold(x, 5) end,
+      "unfold: a 5x5 kernel (dilation 1, 1) does not fit the padded 4x4 input")
+    assert.has_error(function() F.unfold(tide.zeros(4, 4), 2) end,
+      "unfold: expects a 3-d (C, H, W) or 4-d (N, C, H, W) input, got 2-d")
+    assert.has_error(function() F.unfold(x, 2, { step = 1 }) end, "unfold: unknown option 'step'")
+    assert.has_error(function() F.fold(tide.zeros(1, 5, 9), 4, 2) end,
+      "fold: the input's size 5 in dimension 2 is not divisible by the kernel's 4 elements")
+    assert.has_error(function() F.fold(tide.zeros(1, 4, 8), 4, 2) end,
+      "fold: the input has 8 blocks but output_size 4x4 with this kernel, padding and stride makes 9")
+  end)
+end)

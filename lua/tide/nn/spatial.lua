@@ -1096,4 +1096,95 @@ return function(nn)
     function cls:extra_repr() return key .. "=" .. self[key] end
     nn[cname] = cls
   end
+
+  -- -- unfold and fold: sliding blocks as columns, and back ----------------------------------------
+
+  -- The block geometry of an unfold/fold over an H x W plane: kernel, dilation,
+  -- padding and stride as (h, w) pairs, the blocks' count (oh, ow), and the flat
+  -- positions in the padded plane (Hp x Wp) of each block element, as an int64
+  -- tensor [kh*kw*oh*ow] (kernel offset major, block minor) on x's device.
+  local function blocks(name, x, H, W, kernel_size, opts)
+    opts = options(opts, name, { dilation = true, padding = true, stride = true })
+    local kh, kw = pair(kernel_size, name, "kernel_size")
+    local dh, dw = pair(opts.dilation, name, "dilation", 1)
+    local ph, pw = pair(opts.padding, name, "padding", 0)
+    local sh, sw = pair(opts.stride, name, "stride", 1)
+    for _, v in ipairs { { kh, "kernel_size" }, { kw, "kernel_size" }, { dh, "dilation" }, { dw, "dilation" },
+                         { sh, "stride" }, { sw, "stride" } } do
+      positive(v[1], name, v[2])
+    end
+    if ph < 0 or pw < 0 then fail(string.format("%s: padding must be non-negative, got %d, %d", name, ph, pw)) end
+    local Hp, Wp = H + 2 * ph, W + 2 * pw
+    local oh, ow = floor((Hp - dh * (kh - 1) - 1) / sh) + 1, floor((Wp - dw * (kw - 1) - 1) / sw) + 1
+    if oh < 1 or ow < 1 then
+      fail(string.format("%s: a %dx%d kernel (dilation %d, %d) does not fit the padded %dx%d input", name, kh, kw,
+        dh, dw, Hp, Wp))
+    end
+    local o = { dtype = "int64", device = x:device() }
+    local rows = tide.arange(0, kh, o):mul(dh):view(kh, 1, 1, 1) + tide.arange(0, oh, o):mul(sh):view(1, 1, oh, 1)
+    local cols = tide.arange(0, kw, o):mul(dw):view(1, kw, 1, 1) + tide.arange(0, ow, o):mul(sw):view(1, 1, 1, ow)
+    local at = (rows:mul(Wp) + cols):reshape(-1):add(1)   -- 1-based, [kh, kw, oh, ow] flattened
+    return { kh = kh, kw = kw, ph = ph, pw = pw, Hp = Hp, Wp = Wp, L = oh * ow, at = at }
+  end
+
+  --- F.unfold(x, kernel_size, {dilation=1, padding=0, stride=1}): the sliding
+  -- blocks of x [N, C, H, W] (or [C, H, W]) as columns [N, C*kh*kw, L], as
+  -- torch.nn.functional.unfold (im2col); the elements are gathered, not
+  -- computed, so they are x's exactly. Differentiable (the gradient is fold).
+  -- @usage local patches = F.unfold(img, 16, { stride = 16 })   -- ViT patches
+  function F.unfold(x, kernel_size, opts)
+    need_tensor(x, "unfold", "input")
+    if x:dim() ~= 3 and x:dim() ~= 4 then
+      fail(string.format("unfold: expects a 3-d (C, H, W) or 4-d (N, C, H, W) input, got %d-d", x:dim()))
+    end
+    local x4 = x:dim() == 3 and x:unsqueeze(1) or x
+    local N, C, H, W = x4:size(1), x4:size(2), x4:size(3), x4:size(4)
+    local b = blocks("unfold", x4, H, W, kernel_size, opts)
+    if b.ph > 0 or b.pw > 0 then x4 = F.pad(x4, { b.pw, b.pw, b.ph, b.ph }) end
+    local cols = x4:reshape(N, C, b.Hp * b.Wp):index_select(3, b.at):view(N, C * b.kh * b.kw, b.L)
+    return x:dim() == 3 and cols:squeeze(1) or cols
+  end
+
+  --- F.fold(cols, output_size, kernel_size, {dilation=1, padding=0, stride=1}): the
+  -- inverse arrangement of unfold, summing where blocks overlap: cols
+  -- [N, C*kh*kw, L] (or [C*kh*kw, L]) into [N, C, H, W], as torch.nn.functional.fold.
+  -- @usage local img = F.fold(cols, { 28, 28 }, 3, { padding = 1 })
+  function F.fold(cols, output_size, kernel_size, opts)
+    need_tensor(cols, "fold", "input")
+    if cols:dim() ~= 2 and cols:dim() ~= 3 then
+      fail(string.format("fold: expects a 2-d (C*kh*kw, L) or 3-d (N, C*kh*kw, L) input, got %d-d", cols:dim()))
+    end
+    local c3 = cols:dim() == 2 and cols:unsqueeze(1) or cols
+    local H, W = pair(output_size, "fold", "output_size")
+    positive(H, "fold", "output_size"); positive(W, "fold", "output_size")
+    local b = blocks("fold", c3, H, W, kernel_size, opts)
+    local N, K, L = c3:size(1), c3:size(2), c3:size(3)
+    if K % (b.kh * b.kw) ~= 0 then
+      fail(string.format("fold: the input's size %d in dimension 2 is not divisible by the kernel's %d elements",
+        K, b.kh * b.kw))
+    end
+    if L ~= b.L then
+      fail(string.format("fold: the input has %d blocks but output_size %dx%d with this kernel, padding and " ..
+        "stride makes %d", L, H, W, b.L))
+    end
+    local C = K / (b.kh * b.kw)
+    local plane = tide.zeros({ N, C, b.Hp * b.Wp }, on(c3)):index_add(3, b.at, c3:reshape(N, C, b.kh * b.kw * L))
+    local y = plane:view(N, C, b.Hp, b.Wp)
+    if b.ph > 0 or b.pw > 0 then y = y:narrow(3, b.ph + 1, H):narrow(4, b.pw + 1, W) end
+    return cols:dim() == 2 and y:squeeze(1) or y
+  end
+
+  --- nn.Unfold(kernel_size, opts) and nn.Fold(output_size, kernel_size, opts).
+  local Unfold = Module:extend("Unfold")
+  function Unfold:init(kernel_size, opts) self.kernel_size, self.opts = kernel_size, opts or {} end
+  function Unfold:forward(x) return F.unfold(x, self.kernel_size, self.opts) end
+  function Unfold:extra_repr() return "kernel_size=" .. tostring(type(self.kernel_size) == "table" and
+    table.concat(self.kernel_size, ", ") or self.kernel_size) end
+  nn.Unfold = Unfold
+  local Fold = Module:extend("Fold")
+  function Fold:init(output_size, kernel_size, opts)
+    self.output_size, self.kernel_size, self.opts = output_size, kernel_size, opts or {}
+  end
+  function Fold:forward(x) return F.fold(x, self.output_size, self.kernel_size, self.opts) end
+  nn.Fold = Fold
 end
