@@ -1,6 +1,6 @@
 --- tide.nn's spatial layers beyond conv.lua's: 1-d convolution and pooling
 -- (the 2-d ops on [N, C, 1, L]), transposed convolutions, group and instance
--- normalisation, padding, interpolation and pixel (un)shuffling, as
+-- normalisation, padding, interpolation, pixel (un)shuffling and unfold/fold, as
 -- torch.nn has them. Everything is composed of tensor ops that autograd
 -- differentiates through their own rules; no new kernels, no host reads.
 local tide = require "tide"
