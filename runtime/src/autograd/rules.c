@@ -535,8 +535,8 @@ GRAD(adaptive_avg_pool2d, 0) {
 /* The backward ops, for create_graph: each is linear in the gradient it takes, and
  * conv2d's bilinear in it and the other input, so their rules are the forward ops
  * and each other (dx = B(gy, w) has <dx, g> = <conv2d(g, w), gy>, so its gradient in
- * gy is conv2d(g, w) and in w the weight gradient of that conv). max_pool2d_backward
- * has none: a second backward through it fails naming it. */
+ * gy is conv2d(g, w) and in w the weight gradient of that conv; max_pool2d's
+ * gathers g at the indices it scattered to). */
 GRAD_ONLY_FOR(conv2d_backward_input, SAVE_IN0 | SAVE_IN1, [0] = 1 << 1, [1] = 1 << 0) {
     tide_op_params p = g_params(7, P->ints, 0, 0);
     if (NEEDS(0)) g_set(c, 0, g_call(c, TIDE_OP_conv2d, 2, GY(0), IN(1), NULL, &p));
@@ -553,6 +553,19 @@ GRAD_ONLY_FOR(conv2d_backward_weight, SAVE_IN0 | SAVE_IN1, [0] = 1 << 1, [1] = 1
         tide_op_params q = nn_params(c, 7, &c->node->in[1]);
         g_set(c, 1, g_call(c, TIDE_OP_conv2d_backward_input, 2, IN(0), GY(0), NULL, &q));
     }
+    return TIDE_OK;
+}
+GRAD(max_pool2d_backward, SAVE_IN1) {   /* 0 for a window with no input element */
+    const tide_meta * gy   = &c->node->in[0];   /* [N, C, oH, oW] */
+    int64_t           base = (P->flags & TIDE_PARAMF_ONE_BASED) ? 1 : 0, d = 2;
+    int64_t           plane[3] = {P->ints[0], P->ints[1], P->ints[2] * P->ints[3]};   /* x's N, C, H*W */
+    int64_t           cols[3]  = {gy->sizes[0], gy->sizes[1], gy->sizes[2] * gy->sizes[3]};
+    tide_tensor *     at    = g_reshape(c, IN(1), 3, cols);
+    tide_tensor *     valid = B(ge, at, NUM((double)base));
+    tide_op_params    p     = g_params(1, &d, 0, P->flags & TIDE_PARAMF_ONE_BASED);
+    tide_tensor *     g     = g_call(c, TIDE_OP_gather, 2, g_reshape(c, GY(0), 3, plane),
+                                     W(valid, at, NUM((double)base)), NULL, &p);
+    SET(0, g_reshape(c, W(valid, g, NUM(0)), gy->ndim, gy->sizes));
     return TIDE_OK;
 }
 GRAD(avg_pool2d_backward, 0) {
