@@ -516,7 +516,12 @@ tide.jit = require "tide.jit"           -- jit.compile: capture a function into 
 require("tide.compose")(tide, methods)  -- functions and methods composed from the ops above
 require("tide.distance")(tide, methods)  -- cdist, pdist
 
--- tide.nn is loaded on first use (it requires tide itself)
-setmetatable(tide, { __index = function(t, k) if k == "nn" then t.nn = require "tide.nn"; return t.nn end end })
+-- tide.nn and tide.distributions are loaded on first use (they require tide itself)
+setmetatable(tide, { __index = function(t, k)
+  if k == "nn" or k == "distributions" then
+    t[k] = require("tide." .. k)
+    return t[k]
+  end
+end })
 REG["tide.module"] = tide
 return tide
