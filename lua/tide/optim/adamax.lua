@@ -5,22 +5,14 @@
 -- and every factor derived from them is computed by engine ops.
 local Optimizer = require "tide.optim.optimizer"
 
-local checks, fmt = Optimizer.checks, Optimizer.fmt
+local checks = Optimizer.checks
 
 -- The options Adamax and NAdam share; extra(group, bad) checks the rest.
 local function check_with(extra)
   return function(group, bad)
     checks.at_least_zero(group, "lr", bad)
     checks.at_least_zero(group, "eps", bad)
-    local betas = group.betas
-    if type(betas) ~= "table" or type(betas[1]) ~= "number" or type(betas[2]) ~= "number" or #betas ~= 2 then
-      bad(string.format("betas must be a table of two numbers, got %s", type(betas) == "table" and
-        string.format("a table of %d values", #betas) or fmt(betas)))
-    end
-    for i = 1, 2 do
-      local b = betas[i]
-      if not (b >= 0 and b < 1) then bad(string.format("beta%d must be in [0, 1), got %s", i, fmt(b))) end
-    end
+    checks.betas(group, bad)
     checks.at_least_zero(group, "weight_decay", bad)
     checks.boolean(group, "maximize", bad)
     if extra then extra(group, bad) end

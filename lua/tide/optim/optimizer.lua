@@ -60,6 +60,18 @@ function checks.at_least_zero(group, key, bad)
   if not (v >= 0) then bad(string.format("%s must be >= 0, got %s", key, fmt(v))) end
   return v
 end
+-- betas: a table of two numbers in [0, 1) (the Adam family's)
+function checks.betas(group, bad)
+  local betas = group.betas
+  if type(betas) ~= "table" or type(betas[1]) ~= "number" or type(betas[2]) ~= "number" or #betas ~= 2 then
+    bad(string.format("betas must be a table of two numbers, got %s", type(betas) == "table" and
+      string.format("a table of %d values", #betas) or fmt(betas)))
+  end
+  for i = 1, 2 do
+    local b = betas[i]
+    if not (b >= 0 and b < 1) then bad(string.format("beta%d must be in [0, 1), got %s", i, fmt(b))) end
+  end
+end
 
 --- A 0-d float64 tensor holding v, for hyperparameters and step counts.
 -- @param v the value
