@@ -87,6 +87,7 @@ local function reduce(loss, reduction)
   if reduction == "sum" then return loss:sum() end
   return loss
 end
+F._reduce = reduce   -- for the losses of tide.nn.loss
 
 -- -- linear and activations -----------------------------------------------------------
 

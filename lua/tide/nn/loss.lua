@@ -110,11 +110,7 @@ return function(nn)
     return c
   end
 
-  local function reduce(loss, reduction)
-    if reduction == "mean" then return loss:mean() end
-    if reduction == "sum" then return loss:sum() end
-    return loss
-  end
+  local reduce = F._reduce
 
   -- -- regression ---------------------------------------------------------------------------
 
