@@ -433,21 +433,7 @@ return function(nn)
   function PReLU:extra_repr() return "num_parameters=" .. self.num_parameters end
   nn.PReLU = PReLU
 
-  -- Modules of one dimension: Class(dim), forward f(x, dim).
-  local function dim_module(name, default, f)
-    local cls = Module:extend(name)
-    function cls:init(dim)
-      if dim == nil then dim = default end
-      if type(dim) ~= "number" or dim == 0 or dim ~= math.floor(dim) then
-        fail(string.format("%s: dim must be a nonzero integer (1-based, negative from the end), got %s", name,
-          tostring(dim)))
-      end
-      self.dim = dim
-    end
-    function cls:forward(x) return f(x, self.dim) end
-    function cls:extra_repr() return "dim=" .. self.dim end
-    nn[name] = cls
-  end
+  local dim_module = nn._dim_module   -- Class(dim), forward f(x, dim)
   --- nn.GLU(dim = -1): F.glu as a module.
   -- @usage local act = nn.GLU()
   dim_module("GLU", -1, F.glu)

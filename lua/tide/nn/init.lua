@@ -467,11 +467,12 @@ function GELU:forward(x) return F.gelu(x, self.approximate) end
 function GELU:extra_repr() return self.approximate == "none" and "" or "approximate='tanh'" end
 nn.GELU = GELU
 
---- nn.Softmax(dim) and nn.LogSoftmax(dim): along dim (required, 1-based).
--- @usage local sm = nn.Softmax(-1)
-for name, f in pairs { Softmax = F.softmax, LogSoftmax = F.log_softmax } do
+-- nn[name]: a module of one dim, Class(dim) (default: `default`; nil: required),
+-- whose forward is f(x, dim).
+local function dim_module(name, default, f)
   local cls = Module:extend(name)
   function cls:init(dim)
+    if dim == nil then dim = default end
     if type(dim) ~= "number" or dim == 0 or dim ~= math.floor(dim) then
       fail(string.format("%s: dim must be a nonzero integer (1-based, negative from the end), got %s", name,
         tostring(dim)))
@@ -482,6 +483,12 @@ for name, f in pairs { Softmax = F.softmax, LogSoftmax = F.log_softmax } do
   function cls:extra_repr() return "dim=" .. self.dim end
   nn[name] = cls
 end
+nn._dim_module = dim_module
+
+--- nn.Softmax(dim) and nn.LogSoftmax(dim): along dim (required, 1-based).
+-- @usage local sm = nn.Softmax(-1)
+dim_module("Softmax", nil, F.softmax)
+dim_module("LogSoftmax", nil, F.log_softmax)
 
 -- -- losses ------------------------------------------------------------------------------
 
