@@ -14,6 +14,22 @@ function M.now()
   return tonumber(ts.s) + tonumber(ts.ns) * 1e-9
 end
 
+--- The best of `reps` runs of f (after a warm-up run), each waited for with
+-- tide.sync(), in ms.
+function M.best_ms(f, reps)
+  local tide = require "tide"
+  f()
+  tide.sync()
+  local b = math.huge
+  for _ = 1, reps do
+    local t0 = M.now()
+    f()
+    tide.sync()
+    b = math.min(b, M.now() - t0)
+  end
+  return b * 1e3
+end
+
 --- The CPU's model name from /proc/cpuinfo ("?" when unknown).
 function M.cpu_model()
   local f = io.open("/proc/cpuinfo")

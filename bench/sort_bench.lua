@@ -6,7 +6,6 @@
 local tide = require "tide"
 local ffi = require "ffi"
 local common = dofile((debug.getinfo(1, "S").source:sub(2):match("^(.*)/") or ".") .. "/common.lua")
-local now = common.now
 
 ffi.cdef [[
 double tide_ref_sort_rows(const float * x, float * y, int64_t * idx, int64_t rows, int64_t n);
@@ -22,18 +21,7 @@ end
 local dev = arg[1] or tide.get_default_device()
 local o = { device = dev }
 
-local function best(f, reps)
-  f()
-  tide.sync()
-  local b = math.huge
-  for _ = 1, reps or 5 do
-    local t0 = now()
-    f()
-    tide.sync()
-    b = math.min(b, now() - t0)
-  end
-  return b * 1e3
-end
+local function best(f) return common.best_ms(f, 5) end
 
 print(string.format("machine: %s, %d threads, device %s", common.cpu_model(), tide.get_num_threads(), dev))
 print(string.format("%-44s %10s %12s", "", "tide ms", "C ref ms"))

@@ -11,24 +11,12 @@
 local tide = require "tide"
 local F = tide.nn.functional
 local common = dofile((debug.getinfo(1, "S").source:sub(2):match("^(.*)/") or ".") .. "/common.lua")
-local now = common.now
 
 local dev = arg[1] or tide.get_default_device()
 local o = { device = dev }
 
 -- The best of `reps` runs of f (each waited for), in ms.
-local function best(f, reps)
-  f()
-  tide.sync()
-  local b = math.huge
-  for _ = 1, reps or 7 do
-    local t0 = now()
-    f()
-    tide.sync()
-    b = math.min(b, now() - t0)
-  end
-  return b * 1e3
-end
+local function best(f, reps) return common.best_ms(f, reps or 7) end
 
 print(string.format("machine: %s, %d threads, device %s", common.cpu_model(), tide.get_num_threads(), dev))
 
