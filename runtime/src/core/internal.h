@@ -355,6 +355,14 @@ TIDE_INTERNAL void    tide_pool_unlend(void);
 TIDE_INTERNAL tide_status tide_blas_init(void);
 TIDE_INTERNAL const char * tide_blas_describe(void);
 
+/* -- matrix decompositions (ops/cpu/lapack.c) --------------------------------- */
+
+/* The error of a factorisation that failed: op's message for LAPACK's info (> 0),
+ * naming batch element `batch` (0-based) of nbatch (0: the input had no batch
+ * dims), and device cuda:cuda_dev (-1: the CPU). Returns TIDE_E_VALUE. */
+TIDE_INTERNAL tide_status tide_linalg_error(const char * op, int64_t info, int64_t batch, int64_t nbatch,
+                                            int32_t cuda_dev);
+
 /* -- random (ops/cpu/random.c) ----------------------------------------------- */
 
 /* Reserves n counters of the global Philox stream; returns seed and offset. */

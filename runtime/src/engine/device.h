@@ -63,6 +63,8 @@ enum {
     TIDE_DEVREPORT_COUNT = 2,        /* masked_select: the mask changed while the op was pending */
     TIDE_DEVREPORT_PROBABILITY = 3,  /* "op: probability <real> is outside [0, 1]" */
     TIDE_DEVREPORT_PLANE = 4,        /* "op: index <value> is out of range for an input plane of <bound>x<width>" */
+    TIDE_DEVREPORT_LINALG = 5,       /* a factorisation failed: value its info (> 0), bound the batch element
+                                      * (0-based), width the batch size (0: no batch dims); tide_linalg_error */
 };
 
 /* One op of the registry (runtime/src/ops/ops.def) as libtide hands it to a
