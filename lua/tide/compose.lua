@@ -1514,7 +1514,7 @@ return function(tide, methods)
   end
   --- linalg.matrix_norm(A, ord='fro', dim={-2, -1}, keepdim): 'fro', 1 (largest
   -- column sum), -1, math.huge (largest row sum) or -math.huge of the matrices in
-  -- the last two dims (or the two dims given).
+  -- the last two dims (or the two dims given); linalg.lua adds 2, -2 and 'nuc'.
   tide.linalg.matrix_norm = tide.linalg.matrix_norm or function(A, ord, dim, keepdim)
     need_tensor(A, "matrix_norm")
     if A:dim() < 2 then fail(fmt("matrix_norm: input must have at least 2 dimensions, got %d", A:dim())) end
@@ -1525,7 +1525,7 @@ return function(tide, methods)
     ord = ord or "fro"
     if ord == "fro" then return vector_norm(A, 2, { r, c }, keepdim, "matrix_norm") end
     if ord ~= 1 and ord ~= -1 and ord ~= math.huge and ord ~= -math.huge then
-      fail(fmt("matrix_norm: ord must be 'fro', 1, -1, math.huge or -math.huge, got %s", tostring(ord)))
+      fail(fmt("matrix_norm: ord must be 'fro', 'nuc', 1, -1, 2, -2, math.huge or -math.huge, got %s", tostring(ord)))
     end
     -- 1: the largest sum over rows (of a column); inf: the largest over columns (of a row)
     local inner, outer = (ord == 1 or ord == -1) and r or c, (ord == 1 or ord == -1) and c or r

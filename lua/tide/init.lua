@@ -515,6 +515,7 @@ tide.optim = require "tide.optim"
 tide.jit = require "tide.jit"           -- jit.compile: capture a function into a graph, replay it
 require("tide.compose")(tide, methods)  -- functions and methods composed from the ops above
 require("tide.distance")(tide, methods)  -- cdist, pdist
+require("tide.linalg")(tide, methods)  -- tide.linalg: solve, cholesky, eigh, qr, svd, ...
 
 -- tide.nn and tide.distributions are loaded on first use (they require tide itself)
 setmetatable(tide, { __index = function(t, k)

@@ -69,7 +69,9 @@ local function take(n_out, out)
   end
   local r1 = wrap(outs[0], fresh_bytes(outs[0]))
   if n_out == 1 then return r1 end
-  return r1, wrap(outs[1], fresh_bytes(outs[1]))
+  local r2 = wrap(outs[1], fresh_bytes(outs[1]))
+  if n_out == 2 then return r1, r2 end
+  return r1, r2, wrap(outs[2], fresh_bytes(outs[2]))
 end
 
 --- Runs op `name` on n tensors already in `ins` with params `p` (or nil), into `out` (or nil).

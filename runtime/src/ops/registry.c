@@ -71,6 +71,11 @@ RULE(FLOAT) {
     c->compute_dtype = o[0];
     return TIDE_OK;
 }
+RULE(FLOATS) {   /* FLOAT for each output */
+    TIDE_CHECK(dt_FLOAT(c, o));
+    for (int32_t i = 1; i < c->n_out; i++) o[i] = o[0];
+    return TIDE_OK;
+}
 RULE(CMP)     { c->compute_dtype = promote_inputs(c, 0, c->n_in - 1); o[0] = TIDE_DTYPE_BOOL; return TIDE_OK; }
 RULE(LOGICAL) { c->compute_dtype = TIDE_DTYPE_BOOL; o[0] = TIDE_DTYPE_BOOL; return TIDE_OK; }
 RULE(PARAM)   { o[0] = requested(c, TIDE_DTYPE_F32); c->compute_dtype = o[0]; return TIDE_OK; }

@@ -157,6 +157,16 @@ void tide_blas_lend_end(void) {
     tide_pool_unlend();
 }
 
+void * tide_blas_symbol(const char * name) { return blas.lib ? dlsym(blas.lib, name) : NULL; }
+
+void tide_blas_serial_begin(void) {
+    if (!threaded) pthread_rwlock_rdlock(&threads_lock);
+}
+
+void tide_blas_serial_end(void) {
+    if (!threaded) pthread_rwlock_unlock(&threads_lock);
+}
+
 /* -- the entry points ---------------------------------------------------------------------- */
 
 static bool fits_int(int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc) {

@@ -30,4 +30,13 @@ TIDE_INTERNAL void tide_blas_dgemm(bool trans_a, bool trans_b, int64_t m, int64_
 TIDE_INTERNAL bool tide_blas_lend_begin(void);
 TIDE_INTERNAL void tide_blas_lend_end(void);
 
+/* A symbol of the loaded OpenBLAS (its LAPACK: "dgetrf_", ...), or NULL when
+ * the built-in GEMM is in use or OpenBLAS lacks it. */
+TIDE_INTERNAL void * tide_blas_symbol(const char * name);
+/* Brackets calls into OpenBLAS other than the GEMMs above (LAPACK), on a thread
+ * that has not lent itself cores: they then run single-threaded, never while
+ * a lent call has raised OpenBLAS's global thread count. */
+TIDE_INTERNAL void tide_blas_serial_begin(void);
+TIDE_INTERNAL void tide_blas_serial_end(void);
+
 #endif /* TIDE_BLAS_H */
