@@ -30,7 +30,7 @@ enum { TIDE_SAVED_MAX = TIDE_OP_MAX_IN + TIDE_OP_MAX_OUT };
 /* Which tensors a rule reads in backward: saved as detached aliases. */
 enum {
     SAVE_IN0 = 1, SAVE_IN1 = 2, SAVE_IN2 = 4, SAVE_IN3 = 8,
-    SAVE_OUT0 = 1 << TIDE_OP_MAX_IN, SAVE_OUT1 = 2 << TIDE_OP_MAX_IN
+    SAVE_OUT0 = 1 << TIDE_OP_MAX_IN, SAVE_OUT1 = 2 << TIDE_OP_MAX_IN, SAVE_OUT2 = 4 << TIDE_OP_MAX_IN
 };
 
 struct tide_grad_ctx;
@@ -81,7 +81,7 @@ typedef struct tide_grad_ctx {
     tide_tensor *     gy[TIDE_OP_MAX_OUT];
     tide_tensor *     gx[TIDE_OP_MAX_IN];
     bool              needs[TIDE_OP_MAX_IN];
-    tide_tensor *     temps[48];
+    tide_tensor *     temps[96];
     int32_t           n_temps;
     tide_status       st;
     /* create_graph: the rule runs with grad mode on, and g_saved gives the saved

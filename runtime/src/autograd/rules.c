@@ -383,6 +383,194 @@ GRAD(log_softmax, SAVE_OUT0) {   /* g - exp(y) sum(g) */
     return TIDE_OK;
 }
 
+/* -- matrix decompositions: the rules of PyTorch's FunctionsManual, for real matrices ---------- */
+
+static tide_tensor * mm(tide_grad_ctx * c, tide_tensor * a, tide_tensor * b) { return B(matmul, a, b); }
+/* [..., k] as a row [..., 1, k] or a column [..., k, 1] */
+static tide_tensor * as_row(tide_grad_ctx * c, tide_tensor * v) { return g_unsqueeze(c, v, -2); }
+static tide_tensor * as_col(tide_grad_ctx * c, tide_tensor * v) { return g_unsqueeze(c, v, -1); }
+
+/* The gradient of output i, or zeros of its shape where it has none. */
+static tide_tensor * gy_or_zeros(tide_grad_ctx * c, int32_t i) { return GY(i) ? GY(i) : g_zeros(c, &c->node->out[i]); }
+
+/* The n x n identity, of like's dtype and device. */
+static tide_tensor * eye_like(tide_grad_ctx * c, const tide_tensor * like, int64_t n) {
+    if (!like) return NULL;
+    int64_t       sizes[2] = {n, n};
+    tide_tensor * out = tide_tensor_empty(2, sizes, like->dtype_id, like->dev), * res[TIDE_OP_MAX_OUT] = {0};
+    if (!out) return g_keep(c, NULL);
+    tide_op_params p = g_params(2, sizes, 0, 0);
+    p.dtype          = like->dtype_id;
+    tide_status st   = tide_op_call(TIDE_OP_eye, NULL, 0, &p, res, out);
+    tide_tensor_release(res[0]);
+    if (st != TIDE_OK) {
+        tide_tensor_release(out);
+        if (c->st == TIDE_OK) c->st = st;
+        return NULL;
+    }
+    return g_keep(c, out);
+}
+
+/* diag(v) of the vectors v [..., k], as [..., k, k] */
+static tide_tensor * diag_embed(tide_grad_ctx * c, tide_tensor * v) {
+    return v ? B(mul, as_row(c, v), eye_like(c, v, v->sizes[v->ndim - 1])) : NULL;
+}
+
+/* the triangle of t on and above (upper) or below diagonal d */
+static tide_tensor * triangle(tide_grad_ctx * c, tide_tensor * t, bool upper, int64_t d) {
+    tide_op_params p = g_params(1, &d, 0, 0);
+    return g_call(c, upper ? TIDE_OP_triu : TIDE_OP_tril, 1, t, NULL, NULL, &p);
+}
+
+/* X with A X = B for triangular A */
+static tide_tensor * solve_tri(tide_grad_ctx * c, tide_tensor * a, tide_tensor * b, bool upper) {
+    int64_t        ints[2] = {upper, 0};
+    tide_op_params p       = g_params(2, ints, 0, 0);
+    return g_call(c, TIDE_OP_linalg_solve_triangular, 2, a, b, NULL, &p);
+}
+
+/* x R^{-T} for R upper triangular: the transpose of R^{-1} x^T */
+static tide_tensor * times_inv_rt(tide_grad_ctx * c, tide_tensor * x, tide_tensor * r) {
+    return mT(c, solve_tri(c, r, mT(c, x), true));
+}
+
+/* X = A^{-1} B: gB = A^{-T} gX, gA = -gB X^T (batch dims that broadcast are summed back by the walk) */
+GRAD(linalg_solve, SAVE_IN0 | SAVE_OUT0) {
+    tide_tensor * gb = B(linalg_solve, mT(c, IN(0)), GY(0));
+    SET(1, gb);
+    SET(0, U(neg, mm(c, gb, mT(c, OUT(0)))));
+    return TIDE_OK;
+}
+/* the same with A's transpose, in the other triangle; A's gradient is kept to the triangle read */
+GRAD(linalg_solve_triangular, SAVE_IN0 | SAVE_OUT0) {
+    bool           upper = P->ints[0] != 0, unit = P->ints[1] != 0;
+    int64_t        ints[2] = {!upper, unit};
+    tide_op_params p       = g_params(2, ints, 0, 0);
+    tide_tensor *  gb      = g_call(c, TIDE_OP_linalg_solve_triangular, 2, mT(c, IN(0)), GY(0), NULL, &p);
+    SET(1, gb);
+    if (NEEDS(0)) g_set(c, 0, triangle(c, U(neg, mm(c, gb, mT(c, OUT(0)))), upper, unit ? (upper ? 1 : -1) : 0));
+    return TIDE_OK;
+}
+/* log |det A|: gA = g A^{-T}; the sign has no gradient */
+GRAD(linalg_slogdet, SAVE_IN0) {
+    if (!GY(1) || !NEEDS(0)) return TIDE_OK;
+    tide_tensor * a = IN(0);
+    tide_tensor * inv_t = a ? B(linalg_solve, mT(c, a), eye_like(c, a, a->sizes[a->ndim - 1])) : NULL;
+    g_set(c, 0, B(mul, inv_t, as_col(c, as_col(c, GY(1)))));
+    return TIDE_OK;
+}
+/* A = L L^T: gA = L^{-T} phi(L^T gL) L^{-1}, symmetrised, phi taking the lower triangle
+ * with its diagonal halved. upper: L = U^T. */
+GRAD(linalg_cholesky, SAVE_OUT0) {
+    if (!NEEDS(0)) return TIDE_OK;
+    bool          upper = P->ints[0] != 0;
+    tide_tensor * l = upper ? mT(c, OUT(0)) : OUT(0), * gl = upper ? mT(c, GY(0)) : GY(0);
+    tide_tensor * lt = mT(c, l), * x = mm(c, lt, gl);
+    tide_tensor * phi = B(sub, triangle(c, x, false, 0), B(mul, B(mul, x, eye_like(c, x, x ? x->sizes[x->ndim - 1] : 0)), NUM(0.5)));
+    tide_tensor * z = mT(c, solve_tri(c, lt, mT(c, phi), true));   /* phi L^{-1} */
+    tide_tensor * s = solve_tri(c, lt, z, true);                     /* L^{-T} phi L^{-1} */
+    g_set(c, 0, B(mul, B(add, s, mT(c, s)), NUM(0.5)));
+    return TIDE_OK;
+}
+/* A = V diag(w) V^T: gA = V (diag(gw) + skew(V^T gV) / 2 / E) V^T, E_ij = w_j - w_i
+ * (1 on the diagonal, where the skew part is 0); infinite where eigenvalues repeat. */
+GRAD(linalg_eigh, SAVE_OUT0 | SAVE_OUT1) {
+    if (!NEEDS(0)) return TIDE_OK;
+    tide_tensor * w = OUT(0), * v = OUT(1), * inner = diag_embed(c, GY(0));
+    if (GY(1)) {
+        tide_tensor * m = mm(c, mT(c, v), GY(1)), * i = eye_like(c, w, w ? w->sizes[w->ndim - 1] : 0);
+        tide_tensor * e = B(add, B(sub, as_row(c, w), as_col(c, w)), i);
+        tide_tensor * f = B(div, B(mul, B(sub, m, mT(c, m)), NUM(0.5)), e);
+        inner = inner ? B(add, inner, f) : f;
+    }
+    g_set(c, 0, mm(c, mm(c, v, inner), mT(c, v)));
+    return TIDE_OK;
+}
+/* A = Q R, for k = n <= m (Q [m, n], R [n, n]):
+ *   gA = Q (gR + tril(Q^T gQ - gQ^T Q + R gR^T - gR R^T) R^{-T}) + (gQ - Q Q^T gQ) R^{-T};
+ * for m < n, A = [X | Y] with R = [U | V]: X's gradient is that of the square case with
+ * gQ + Y gV^T and gU, and Y's is Q gV. */
+static tide_tensor * qr_square_grad(tide_grad_ctx * c, tide_tensor * q, tide_tensor * r, tide_tensor * gq,
+                                    tide_tensor * gr) {
+    tide_tensor * qdq = mm(c, mT(c, q), gq), * rdr = mm(c, r, mT(c, gr));
+    tide_tensor * tl  = triangle(c, B(add, B(sub, qdq, mT(c, qdq)), B(sub, rdr, mT(c, rdr))), false, 0);
+    tide_tensor * ga  = mm(c, q, B(add, gr, times_inv_rt(c, tl, r)));
+    tide_tensor * gb  = times_inv_rt(c, B(sub, gq, mm(c, q, qdq)), r);
+    return B(add, ga, gb);
+}
+GRAD(linalg_qr, SAVE_IN0 | SAVE_OUT0 | SAVE_OUT1) {
+    if (!NEEDS(0)) return TIDE_OK;
+    const tide_meta * a = &c->node->in[0];
+    int64_t m = a->sizes[a->ndim - 2], n = a->sizes[a->ndim - 1];
+    if (P->ints[0] == 2)
+        return c->st = tide_error_set(TIDE_E_VALUE, "linalg_qr: the gradient needs Q, which mode 'r' does not compute");
+    if (P->ints[0] == 1 && m > n)
+        return c->st = tide_error_set(TIDE_E_VALUE, "linalg_qr: the gradient of mode 'complete' is not defined for "
+                                      "more rows than columns (%lld > %lld): Q's last columns are not unique",
+                                      (long long)m, (long long)n);
+    tide_tensor * q = OUT(0), * r = OUT(1), * gq = gy_or_zeros(c, 0), * gr = gy_or_zeros(c, 1);
+    if (m >= n) {
+        g_set(c, 0, qr_square_grad(c, q, r, gq, gr));
+        return TIDE_OK;
+    }
+    int32_t       last = a->ndim - 1;
+    tide_tensor * y = g_narrow(c, IN(0), last, m, n - m);
+    tide_tensor * u = g_narrow(c, r, last, 0, m), * du = g_narrow(c, gr, last, 0, m), * dv = g_narrow(c, gr, last, m, n - m);
+    tide_tensor * dx = qr_square_grad(c, q, u, B(add, gq, mm(c, y, mT(c, dv))), du);
+    int64_t        d = last;
+    tide_op_params p = g_params(1, &d, 0, 0);
+    g_set(c, 0, g_call(c, TIDE_OP_cat, 2, dx, mm(c, q, dv), NULL, &p));
+    return TIDE_OK;
+}
+/* A = U diag(S) Vh, with full U and Vh cut to their first k = min(m, n) columns/rows:
+ *   inner = (skew(U^T gU) S_row + S_col skew(Vh gVh^T)) / E + diag(gS), E_ij = s_j^2 - s_i^2,
+ *   gA = U inner Vh, plus (I - U U^T) gU S^{-1} Vh for m > n, or U S^{-1} gVh (I - Vh^T Vh) for
+ *   m < n. Without gU and gVh: U diag(gS) Vh. Infinite where singular values repeat. */
+GRAD(linalg_svd, SAVE_OUT0 | SAVE_OUT1 | SAVE_OUT2) {
+    if (!NEEDS(0)) return TIDE_OK;
+    if (!P->ints[1])
+        return c->st = tide_error_set(TIDE_E_VALUE, "linalg_svd: the gradient needs U and Vh: compute them (compute_uv)");
+    const tide_meta * a = &c->node->in[0];
+    int32_t       nd = a->ndim;
+    int64_t       m = a->sizes[nd - 2], n = a->sizes[nd - 1], k = m < n ? m : n;
+    bool          full = P->ints[0] != 0;
+    tide_tensor * u = OUT(0), * s = OUT(1), * vh = OUT(2), * gu = GY(0), * gvh = GY(2);
+    if (full) {
+        u   = g_narrow(c, u, nd - 1, 0, k);
+        vh  = g_narrow(c, vh, nd - 2, 0, k);
+        gu  = gu ? g_narrow(c, gu, nd - 1, 0, k) : NULL;
+        gvh = gvh ? g_narrow(c, gvh, nd - 2, 0, k) : NULL;
+    }
+    if (!gu && !gvh) {
+        g_set(c, 0, mm(c, B(mul, u, as_row(c, GY(1))), vh));
+        return TIDE_OK;
+    }
+    tide_tensor * s2 = B(mul, s, s), * e = B(add, B(sub, as_row(c, s2), as_col(c, s2)), eye_like(c, s, k));
+    tide_tensor * num = NULL;
+    if (gu) {
+        tide_tensor * uhgu = mm(c, mT(c, u), gu);
+        num = B(mul, B(sub, uhgu, mT(c, uhgu)), as_row(c, s));
+    }
+    if (gvh) {
+        tide_tensor * vhgv = mm(c, vh, mT(c, gvh)), * t = B(mul, as_col(c, s), B(sub, vhgv, mT(c, vhgv)));
+        num = num ? B(add, num, t) : t;
+    }
+    tide_tensor * inner = B(div, num, e);
+    if (GY(1)) inner = B(add, inner, diag_embed(c, GY(1)));
+    tide_tensor * ga;
+    if (m > n && gu) {
+        tide_tensor * gus = B(div, gu, as_row(c, s));
+        ga = mm(c, B(sub, B(add, mm(c, u, inner), gus), mm(c, u, mm(c, mT(c, u), gus))), vh);
+    } else if (m < n && gvh) {
+        tide_tensor * sgv = B(div, gvh, as_col(c, s));
+        ga = mm(c, u, B(sub, B(add, mm(c, inner, vh), sgv), mm(c, mm(c, sgv, mT(c, vh)), vh)));
+    } else {
+        ga = mm(c, mm(c, u, inner), vh);
+    }
+    g_set(c, 0, ga);
+    return TIDE_OK;
+}
+
 /* -- indexing ---------------------------------------------------------------------------------- */
 
 static tide_op_params dim_params(const tide_grad_ctx * c) {
