@@ -315,3 +315,81 @@ double tide_ref_search(const float * seq, int64_t m, const float * v, int64_t n,
     }
     return now() - t0;
 }
+
+/* -- LAPACK, called directly ------------------------------------------------------------------ */
+
+typedef void (*getrf_fn)(const int *, const int *, float *, const int *, int *, int *);
+typedef void (*getrs_fn)(const char *, const int *, const int *, const float *, const int *, const int *, float *,
+                         const int *, int *, size_t);
+typedef void (*potrf_fn)(const char *, const int *, float *, const int *, int *, size_t);
+typedef void (*syevd_fn)(const char *, const char *, const int *, float *, const int *, float *, float *, const int *,
+                         int *, const int *, int *, size_t, size_t);
+typedef void (*gesdd_fn)(const char *, const int *, const int *, float *, const int *, float *, float *, const int *,
+                         float *, const int *, float *, const int *, int *, int *, size_t);
+
+/* Seconds for one pass over `batch` n x n float matrices of: 0 solve with one right-hand
+ * side (sgetrf + sgetrs), 1 the inverse (sgetrf + sgetrs on the identity), 2 Cholesky
+ * (spotrf), 3 symmetric eigenvectors (ssyevd), 4 SVD with U and V (sgesdd), each matrix
+ * column-major and fresh (copied in untimed), one matrix after the other with OpenBLAS
+ * on `threads` threads; the best of `reps` passes. Negative: LAPACK not available. */
+double tide_ref_lapack(int32_t which, int32_t n, int32_t batch, int32_t threads, int32_t reps) {
+    if (!load()) return -1;
+    getrf_fn getrf = (getrf_fn)dlsym(ob.lib, "sgetrf_");
+    getrs_fn getrs = (getrs_fn)dlsym(ob.lib, "sgetrs_");
+    potrf_fn potrf = (potrf_fn)dlsym(ob.lib, "spotrf_");
+    syevd_fn syevd = (syevd_fn)dlsym(ob.lib, "ssyevd_");
+    gesdd_fn gesdd = (gesdd_fn)dlsym(ob.lib, "sgesdd_");
+    if (!getrf || !getrs || !potrf || !syevd || !gesdd) return -1;
+    size_t nn = (size_t)n * (size_t)n, total = nn * (size_t)batch;
+    float * src = malloc(total * sizeof(float)), * a = malloc(total * sizeof(float));
+    float * b = malloc(nn * sizeof(float)), * w = malloc(nn * sizeof(float)), * u = malloc(nn * sizeof(float));
+    float * vt = malloc(nn * sizeof(float));
+    int *   piv = malloc((size_t)n * 8 * sizeof(int));
+    int     lwork = -1, liwork = -1, info = 0;
+    float   q;
+    int     iq;
+    if (which == 3) syevd("V", "L", &n, NULL, &n, NULL, &q, &lwork, &iq, &liwork, &info, 1, 1);
+    if (which == 4) gesdd("A", &n, &n, NULL, &n, NULL, NULL, &n, NULL, &n, &q, &lwork, piv, &info, 1);
+    lwork  = which >= 3 ? (int)q + 1 : 1;
+    liwork = which == 3 ? iq : 1;
+    float * work = malloc((size_t)lwork * sizeof(float));
+    int *   iwork = malloc((size_t)(liwork > 8 * n ? liwork : 8 * n) * sizeof(int));
+    if (!src || !a || !b || !w || !u || !vt || !piv || !work || !iwork) return -2;
+    uint32_t x = 7;
+    for (int32_t m = 0; m < batch; m++) {   /* symmetric, diagonally dominant: every routine succeeds */
+        float * s = src + (size_t)m * nn;
+        for (int32_t i = 0; i < n; i++)
+            for (int32_t j = 0; j <= i; j++) {
+                float v = (float)((x = x * 1103515245u + 12345u) >> 8) / 16777216.0f - 0.5f;
+                s[i + (size_t)j * n] = s[j + (size_t)i * n] = i == j ? v + (float)n : v;
+            }
+    }
+    ob.set_threads(threads);
+    double best = 1e30;
+    for (int32_t r = 0; r < reps; r++) {
+        memcpy(a, src, total * sizeof(float));
+        double t0 = now();
+        for (int32_t m = 0; m < batch; m++) {
+            float * am = a + (size_t)m * nn;
+            switch (which) {
+            case 0:
+            case 1: {
+                int k = which == 0 ? 1 : n;
+                memset(b, 0, nn * sizeof(float));
+                for (int32_t i = 0; i < n; i++) b[which == 0 ? (size_t)i : (size_t)i * ((size_t)n + 1)] = 1;   /* ones, or I */
+                getrf(&n, &n, am, &n, piv, &info);
+                getrs("N", &n, &k, am, &n, piv, b, &n, &info, 1);
+                break;
+            }
+            case 2: potrf("L", &n, am, &n, &info, 1); break;
+            case 3: syevd("V", "L", &n, am, &n, w, work, &lwork, iwork, &liwork, &info, 1, 1); break;
+            default: gesdd("A", &n, &n, am, &n, w, u, &n, vt, &n, work, &lwork, iwork, &info, 1); break;
+            }
+        }
+        double t = now() - t0;
+        if (t < best) best = t;
+    }
+    ob.set_threads(1);
+    free(src), free(a), free(b), free(w), free(u), free(vt), free(piv), free(work), free(iwork);
+    return best;
+}

@@ -189,7 +189,7 @@ typedef void (*strsm_fn)(int order, int side, int uplo, int trans, int diag, int
 typedef void (*dtrsm_fn)(int order, int side, int uplo, int trans, int diag, int m, int n, double alpha,
                          const double * a, int lda, double * b, int ldb);
 enum { CBLAS_COL_MAJOR = 102, CBLAS_LEFT = 141, CBLAS_UPPER = 121, CBLAS_LOWER = 122, CBLAS_NO_TRANS = 111,
-       CBLAS_NON_UNIT = 131, CBLAS_UNIT = 132 };
+       CBLAS_TRANS = 112, CBLAS_NON_UNIT = 131, CBLAS_UNIT = 132 };
 
 /* [0] float, [1] double */
 static struct {
@@ -257,6 +257,18 @@ static mat mat_of(const tide_tensor * t, int32_t tail, int32_t nb) {
     return x;
 }
 
+/* x's matrices transposed. */
+static mat mat_t(mat x) {
+    int64_t r = x.rows, s = x.rs;
+    x.rows = x.cols, x.rs = x.cs;
+    x.cols = r, x.cs = s;
+    return x;
+}
+
+/* Whether to factor the transpose of x's matrices: when their rows are contiguous, its
+ * column-major copy is a copy of rows, where A's own would be a transposing one. */
+static bool rows_contiguous(const mat * x) { return x->rows > 1 && x->cs == 1 && x->rs != 1; }
+
 typedef struct job job;
 /* Factors batch element b in work; returns LAPACK's info (> 0: the op's failure). */
 typedef lp (*matrix_fn)(const job * j, int64_t b, char * work);
@@ -265,6 +277,7 @@ struct job {
     const tide_opcall * c;
     matrix_fn           fn;
     bool                dbl;                  /* compute in double */
+    bool                trans;                /* in[0] is loaded transposed (rows_contiguous) */
     int32_t             ct, nb;
     int64_t             bsizes[TIDE_MAX_DIMS], nbatch;
     mat                 in[2], out[3];
@@ -289,22 +302,45 @@ static int64_t at(const job * j, const mat * x, int64_t b) {
 
 static lp ld_of(int64_t rows) { return rows > 0 ? (lp)rows : 1; }
 
-/* ws (column-major, leading dimension ld, the job's dtype) = x's matrix of element b. */
-static void load(const job * j, const mat * x, int64_t b, void * ws, int64_t ld) {
-    size_t  es  = tide_dtype_size(j->ct);
-    int64_t off = at(j, x, b);
-    for (int64_t c = 0; c < x->cols; c++)
-        tide_convert((char *)ws + (size_t)(c * ld) * es, j->ct, 1, x->base + (off + c * x->cs) * x->esz, x->dtype, x->rs,
-                     x->rows);
+/* dst = src, rows x cols elements of type T at the given element strides, in 32 x 32
+ * tiles so that neither side walks a long stride element by element. */
+#define COPY_TILES(T)                                                                                \
+    static void copy_tiles_##T(T * dst, int64_t drs, int64_t dcs, const T * src, int64_t srs,       \
+                               int64_t scs, int64_t rows, int64_t cols) {                           \
+        enum { TILE = 32 };                                                                          \
+        for (int64_t r0 = 0; r0 < rows; r0 += TILE)                                                  \
+            for (int64_t c0 = 0; c0 < cols; c0 += TILE) {                                            \
+                int64_t r1 = r0 + TILE < rows ? r0 + TILE : rows, c1 = c0 + TILE < cols ? c0 + TILE : cols; \
+                for (int64_t r = r0; r < r1; r++)                                                    \
+                    for (int64_t c = c0; c < c1; c++) dst[r * drs + c * dcs] = src[r * srs + c * scs]; \
+            }                                                                                        \
+    }
+COPY_TILES(float)
+COPY_TILES(double)
+
+/* Copies a rows x cols matrix between the work buffer (column-major, leading
+ * dimension ld, the job's dtype) and x's matrix of element b. Another storage
+ * dtype is converted column by column. */
+static void transfer(const job * j, const mat * x, int64_t b, char * ws, int64_t ld, bool to_ws) {
+    char * xb = x->base + at(j, x, b) * x->esz;
+    if (x->dtype == j->ct && x->rs != 1 && x->rows > 1) {
+        if (j->dbl && to_ws) copy_tiles_double((double *)ws, 1, ld, (const double *)xb, x->rs, x->cs, x->rows, x->cols);
+        else if (j->dbl) copy_tiles_double((double *)xb, x->rs, x->cs, (const double *)ws, 1, ld, x->rows, x->cols);
+        else if (to_ws) copy_tiles_float((float *)ws, 1, ld, (const float *)xb, x->rs, x->cs, x->rows, x->cols);
+        else copy_tiles_float((float *)xb, x->rs, x->cs, (const float *)ws, 1, ld, x->rows, x->cols);
+        return;
+    }
+    size_t es = tide_dtype_size(j->ct);
+    for (int64_t c = 0; c < x->cols; c++) {
+        char * w = ws + (size_t)(c * ld) * es, * e = xb + c * x->cs * x->esz;
+        if (to_ws) tide_convert(w, j->ct, 1, e, x->dtype, x->rs, x->rows);
+        else tide_convert(e, x->dtype, x->rs, w, j->ct, 1, x->rows);
+    }
 }
 
-/* x's matrix of element b = ws (column-major, leading dimension ld). */
+static void load(const job * j, const mat * x, int64_t b, void * ws, int64_t ld) { transfer(j, x, b, ws, ld, true); }
 static void store(const job * j, const mat * x, int64_t b, const void * ws, int64_t ld) {
-    size_t  es  = tide_dtype_size(j->ct);
-    int64_t off = at(j, x, b);
-    for (int64_t c = 0; c < x->cols; c++)
-        tide_convert(x->base + (off + c * x->cs) * x->esz, x->dtype, x->rs, (const char *)ws + (size_t)(c * ld) * es, j->ct,
-                     1, x->rows);
+    transfer(j, x, b, (char *)ws, ld, false);
 }
 
 static double get(const job * j, const void * p, int64_t i) {
@@ -413,7 +449,7 @@ static lp solve_one(const job * j, int64_t b, char * work) {
     if (n > 0) {
         lapack.getrf[j->dbl](&n, &n, a, &ld, piv, &info);
         if (info != 0) return info;
-        if (k > 0) lapack.getrs[j->dbl]("N", &n, &k, a, &ld, piv, x, &ld, &info, 1);
+        if (k > 0) lapack.getrs[j->dbl](j->trans ? "T" : "N", &n, &k, a, &ld, piv, x, &ld, &info, 1);
         if (info != 0) return info;
     }
     store(j, &j->out[0], b, x, ld);
@@ -425,13 +461,16 @@ static lp solve_triangular_one(const job * j, int64_t b, char * work) {
     char * a = work, * x = a + (size_t)(ld * j->n) * es_of(j);
     load(j, &j->in[0], b, a, ld);
     load(j, &j->in[1], b, x, ld);
-    int uplo = j->c->p.ints[0] ? CBLAS_UPPER : CBLAS_LOWER, diag = j->c->p.ints[1] ? CBLAS_UNIT : CBLAS_NON_UNIT;
+    /* A loaded transposed: its triangle is the other one, and trsm applies the transpose */
+    bool upper = (j->c->p.ints[0] != 0) != j->trans;
+    int  uplo = upper ? CBLAS_UPPER : CBLAS_LOWER, diag = j->c->p.ints[1] ? CBLAS_UNIT : CBLAS_NON_UNIT;
+    int  op   = j->trans ? CBLAS_TRANS : CBLAS_NO_TRANS;
     if (j->n > 0 && j->k > 0) {
         if (j->dbl)
-            lapack.dtrsm(CBLAS_COL_MAJOR, CBLAS_LEFT, uplo, CBLAS_NO_TRANS, diag, (int)j->n, (int)j->k, 1.0,
+            lapack.dtrsm(CBLAS_COL_MAJOR, CBLAS_LEFT, uplo, op, diag, (int)j->n, (int)j->k, 1.0,
                          (const double *)a, ld, (double *)x, ld);
         else
-            lapack.strsm(CBLAS_COL_MAJOR, CBLAS_LEFT, uplo, CBLAS_NO_TRANS, diag, (int)j->n, (int)j->k, 1.0f,
+            lapack.strsm(CBLAS_COL_MAJOR, CBLAS_LEFT, uplo, op, diag, (int)j->n, (int)j->k, 1.0f,
                          (const float *)a, ld, (float *)x, ld);
     }
     store(j, &j->out[0], b, x, ld);
@@ -446,6 +485,7 @@ static tide_status solve_kernel(const tide_opcall * c, matrix_fn fn) {
     j.in[0]  = mat_of(c->in[0], 2, nb);
     j.in[1]  = mat_of(c->in[1], 2, nb);
     j.out[0] = mat_of(out, 2, nb);
+    if ((j.trans = rows_contiguous(&j.in[0]))) j.in[0] = mat_t(j.in[0]);   /* solved with trans 'T' */
     j.n = j.m = out->sizes[nb];
     j.k = out->sizes[nb + 1];
     int64_t ld = ld_of(j.n);
@@ -491,6 +531,7 @@ tide_status tide_cpu_linalg_slogdet(const tide_opcall * c) {
     int32_t nb = c->in[0]->ndim - 2;
     TIDE_CHECK(job_init(&j, c, slogdet_one, c->in[0], nb));
     j.in[0]  = mat_of(c->in[0], 2, nb);
+    if (rows_contiguous(&j.in[0])) j.in[0] = mat_t(j.in[0]);   /* det A^T = det A */
     j.out[0] = mat_of(c->out[0], 0, nb);
     j.out[1] = mat_of(c->out[1], 0, nb);
     j.n = j.m = c->in[0]->sizes[nb];
@@ -503,7 +544,9 @@ tide_status tide_cpu_linalg_slogdet(const tide_opcall * c) {
 
 static lp cholesky_one(const job * j, int64_t b, char * work) {
     lp   n = (lp)j->n, ld = ld_of(j->n), info = 0;
-    bool upper = j->c->p.ints[0] != 0;
+    /* A loaded transposed: the triangle read is the other one, and so is the factor (its
+     * transpose, stored through the transposed output) */
+    bool upper = (j->c->p.ints[0] != 0) != j->trans;
     load(j, &j->in[0], b, work, ld);
     if (n > 0) lapack.potrf[j->dbl](upper ? "U" : "L", &n, work, &ld, &info, 1);
     if (info != 0) return info;
@@ -518,6 +561,7 @@ tide_status tide_cpu_linalg_cholesky(const tide_opcall * c) {
     TIDE_CHECK(job_init(&j, c, cholesky_one, c->in[0], nb));
     j.in[0]  = mat_of(c->in[0], 2, nb);
     j.out[0] = mat_of(c->out[0], 2, nb);
+    if ((j.trans = rows_contiguous(&j.in[0]))) j.in[0] = mat_t(j.in[0]), j.out[0] = mat_t(j.out[0]);
     j.n = j.m = c->in[0]->sizes[nb];
     j.work_bytes = (size_t)(ld_of(j.n) * j.n) * es_of(&j);
     return job_run(&j, (double)j.n * j.n * j.n / 6.0);
@@ -532,7 +576,8 @@ static lp eigh_one(const job * j, int64_t b, char * work) {
     lp *   iw = (lp *)(wk + (size_t)j->lwork * es);
     load(j, &j->in[0], b, a, ld);
     if (n > 0) {
-        lapack.syevd[j->dbl]("V", j->c->p.ints[0] ? "U" : "L", &n, a, &ld, w, wk, &j->lwork, iw, &j->liwork, &info, 1, 1);
+        bool upper = (j->c->p.ints[0] != 0) != j->trans;   /* A^T's other triangle is A's */
+        lapack.syevd[j->dbl]("V", upper ? "U" : "L", &n, a, &ld, w, wk, &j->lwork, iw, &j->liwork, &info, 1, 1);
         if (info != 0) return info;
     }
     for (int64_t col = 0; col < j->n; col++) {
@@ -549,6 +594,7 @@ tide_status tide_cpu_linalg_eigh(const tide_opcall * c) {
     int32_t nb = c->in[0]->ndim - 2;
     TIDE_CHECK(job_init(&j, c, eigh_one, c->in[0], nb));
     j.in[0]  = mat_of(c->in[0], 2, nb);
+    if ((j.trans = rows_contiguous(&j.in[0]))) j.in[0] = mat_t(j.in[0]);
     j.out[0] = mat_of(c->out[0], 1, nb);
     j.out[1] = mat_of(c->out[1], 2, nb);
     j.n = j.m = c->in[0]->sizes[nb];
