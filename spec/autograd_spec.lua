@@ -148,6 +148,28 @@ local cases = {
     end },
   adaptive_avg_pool2d = { { rnd { 2, 3, 5, 7 } },
     function(x) return tide.nn.functional.adaptive_avg_pool2d(x, { 3, 2 }) end },
+  -- the decompositions, on well-conditioned inputs (a diagonal shift; symmetric ones
+  -- built as (a + a^T) or a a^T + I; distinct eigen/singular values); linalg_decomp_spec
+  -- has more layouts and modes
+  linalg_solve = { { rnd { 2, 1, 3, 3 }, rnd { 4, 3, 2 } },
+    function(a, b) return tide.linalg.solve(a + tide.eye(3, "float64") * 4, b) end },
+  linalg_solve_triangular = { { rnd { 3, 3 }, rnd { 3, 2 } },
+    function(a, b)
+      local d = tide.eye(3, "float64") * 4
+      return { tide.linalg.solve_triangular(a + d, b, { upper = true }),
+               tide.linalg.solve_triangular(a, b, { upper = false, unitriangular = true }) }
+    end },
+  linalg_slogdet = { { rnd { 2, 3, 3 } }, function(a) local _, l = tide.linalg.slogdet(a) return l end },
+  linalg_cholesky = { { rnd { 3, 3 } },
+    function(a)
+      local s = a:matmul(a:mT()) + tide.eye(3, "float64")
+      return { tide.linalg.cholesky(s), tide.linalg.cholesky(s, { upper = true }) }
+    end },
+  linalg_eigh = { { rnd { 3, 3 } }, function(a) return { tide.linalg.eigh(a + a:mT()) } end },
+  linalg_qr = { { rnd { 4, 3 }, rnd { 2, 4 } },
+    function(a, b) return { tide.linalg.qr(a), select(2, tide.linalg.qr(a)), tide.linalg.qr(b) } end },
+  linalg_svd = { { rnd { 4, 3 } },
+    function(a) return { tide.linalg.svd(a, { full_matrices = false }) } end },
 }
 
 describe("autograd", function()
