@@ -584,6 +584,23 @@ describe("nn.init", function()
     assert.has_error(function() init.zeros_(tide.zeros(2, "int64")) end,
       "zeros_: expects a floating-point tensor, got int64")
   end)
+  it("orthogonal_ fills (semi-)orthogonal rows or columns, times the gain", function()
+    tide.manual_seed(14)
+    local function gram_err(m, by_rows, gain)
+      local g = by_rows and m:matmul(m:mT()) or m:mT():matmul(m)
+      return (g - tide.eye(g:size(1), { dtype = m:dtype() }) * gain * gain):abs():amax():item()
+    end
+    local w = tide.empty(3, 5):requires_grad_()
+    assert.are.equal(w, init.orthogonal_(w, 2))
+    assert.is_true(gram_err(w, true, 2) < 1e-5 and w.is_leaf and w.requires_grad)
+    local v = init.orthogonal_(tide.empty(6, 2, 2, "float64"))   -- seen as [6, 4]: orthonormal columns
+    assert.is_true(gram_err(v:reshape(6, 4), false, 1) < 1e-12)
+    -- two draws differ (the signs come from R, not a fixed convention)
+    local a, b = init.orthogonal_(tide.empty(4, 4)), init.orthogonal_(tide.empty(4, 4))
+    assert.is_true((a - b):abs():amax():item() > 0.1)
+    assert.has_error(function() init.orthogonal_(tide.empty(4)) end,
+      "orthogonal_: only tensors with 2 or more dimensions are supported, got 1")
+  end)
   it("reset_linear_ is Linear's default, for conv-shaped weights too", function()
     tide.manual_seed(13)
     local w, b = tide.empty(16, 4, 3, 3), tide.empty(16)

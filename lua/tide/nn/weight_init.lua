@@ -181,6 +181,32 @@ function init.kaiming_normal_(t, opts)
   return no_grad(function() return t:normal_(0, std) end)
 end
 
+--- A (semi-)orthogonal matrix, as torch.nn.init.orthogonal_: t seen as
+-- [rows, numel / rows] is the Q of the QR factorisation of a normal matrix (of
+-- its transpose when it has fewer rows than columns), its columns signed by R's
+-- diagonal so the distribution is uniform, times gain.
+-- @param t a tensor of at least 2 dimensions
+-- @param gain a number (1 by default)
+-- @return t
+-- @usage nn.init.orthogonal_(rnn.weight_hh_l0)
+function init.orthogonal_(t, gain)
+  need_tensor(t, "orthogonal_")
+  if t:dim() < 2 then fail("orthogonal_: only tensors with 2 or more dimensions are supported, got " .. t:dim()) end
+  if gain ~= nil and type(gain) ~= "number" then fail("orthogonal_: gain must be a number, got " .. type(gain)) end
+  if t:numel() == 0 then return t end
+  local tide = require "tide"
+  local rows = t:size(1)
+  local cols = t:numel() / rows
+  return no_grad(function()
+    local flat = tide.randn(rows, cols, { dtype = t:dtype() == "float64" and "float64" or "float32", device = t:device() })
+    if rows < cols then flat = flat:mT() end
+    local q, r = tide.linalg.qr(flat)
+    q = q * tide.diagonal(r, 0, -2, -1):sign():unsqueeze(1)
+    if rows < cols then q = q:mT() end
+    return t:copy_((q * (gain or 1)):reshape(t:shape()))
+  end)
+end
+
 --- PyTorch's default initialisation of Linear and of the convolutions
 -- (their reset_parameters): weight kaiming_uniform_ with a = sqrt(5), i.e.
 -- U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and the bias (if any) from the same range.
