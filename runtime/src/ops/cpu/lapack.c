@@ -438,6 +438,12 @@ static tide_status job_run(job * j, double cost) {
 
 static size_t es_of(const job * j) { return j->dbl ? sizeof(double) : sizeof(float); }
 
+/* The size a workspace query (lwork = -1) wrote into work[0], in the job's dtype, plus one
+ * for the rounding of a float's conversion. */
+static lp queried(const job * j, const double * work) {
+    return (lp)(j->dbl ? work[0] : (double)((const float *)work)[0]) + 1;
+}
+
 /* -- linalg_solve, linalg_solve_triangular ------------------------------------------------------- */
 
 static lp solve_one(const job * j, int64_t b, char * work) {
@@ -604,9 +610,9 @@ tide_status tide_cpu_linalg_eigh(const tide_opcall * c) {
         double wq[1];
         lp     iq[1], q = -1;
         tide_blas_serial_begin();
-        lapack.syevd[1]("V", "L", &n, NULL, &ld, NULL, wq, &q, iq, &q, &info, 1, 1);
+        lapack.syevd[j.dbl]("V", "L", &n, NULL, &ld, NULL, wq, &q, iq, &q, &info, 1, 1);
         tide_blas_serial_end();
-        j.lwork  = (lp)wq[0] + 1;
+        j.lwork  = queried(&j, wq);
         j.liwork = iq[0] > 1 ? iq[0] : 1;
     }
     size_t es = es_of(&j);
@@ -660,12 +666,12 @@ tide_status tide_cpu_linalg_qr(const tide_opcall * c) {
         double wq[1];
         tide_blas_serial_begin();
         if (k > 0) {
-            lapack.geqrf[1](&m, &n, NULL, &ld, NULL, wq, &q, &info);
-            j.lwork = (lp)wq[0] + 1;
+            lapack.geqrf[j.dbl](&m, &n, NULL, &ld, NULL, wq, &q, &info);
+            j.lwork = queried(&j, wq);
         }
         if (mode != 2) {
-            lapack.orgqr[1](&m, &qc, &k, NULL, &ld, NULL, wq, &q, &info);
-            if ((lp)wq[0] + 1 > j.lwork) j.lwork = (lp)wq[0] + 1;
+            lapack.orgqr[j.dbl](&m, &qc, &k, NULL, &ld, NULL, wq, &q, &info);
+            if (queried(&j, wq) > j.lwork) j.lwork = queried(&j, wq);
         }
         tide_blas_serial_end();
     }
@@ -739,9 +745,9 @@ tide_status tide_cpu_linalg_svd(const tide_opcall * c) {
         double wq[1];
         lp     iq[1];
         tide_blas_serial_begin();
-        lapack.gesdd[1](uv ? (full ? "A" : "S") : "N", &m, &n, NULL, &ld, NULL, NULL, &ld, NULL, &ldvt, wq, &q, iq, &info, 1);
+        lapack.gesdd[j.dbl](uv ? (full ? "A" : "S") : "N", &m, &n, NULL, &ld, NULL, NULL, &ld, NULL, &ldvt, wq, &q, iq, &info, 1);
         tide_blas_serial_end();
-        j.lwork = (lp)wq[0] + 1;
+        j.lwork = queried(&j, wq);
     }
     size_t es = es_of(&j);
     j.work_bytes = (size_t)(ld * j.n + (j.k > 0 ? j.k : 1) + ld * (ucols > 0 ? ucols : 1) +
