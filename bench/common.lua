@@ -30,6 +30,15 @@ function M.best_ms(f, reps)
   return b * 1e3
 end
 
+--- bench/ref.c's library (libtide_bench_ref.so, next to libtide in the build
+-- tree), or nil, saying so, when it cannot be loaded: references are then skipped.
+function M.load_ref()
+  local libdir = (os.getenv("TIDE_LIBRARY") or ""):match("^(.*)/[^/]*$") or "."
+  local ok, ref = pcall(ffi.load, libdir .. "/libtide_bench_ref.so")
+  if ok then return ref end
+  print("note: no reference library (" .. tostring(ref) .. "); references skipped")
+end
+
 --- The CPU's model name from /proc/cpuinfo ("?" when unknown).
 function M.cpu_model()
   local f = io.open("/proc/cpuinfo")

@@ -21,9 +21,7 @@ local now = common.now
 
 local REPS = tonumber(arg and arg[1]) or 10
 local ROUNDS = 5
-local libdir = (os.getenv("TIDE_LIBRARY") or ""):match("^(.*)/[^/]*$") or "."
-local ok_ref, ref = pcall(ffi.load, libdir .. "/libtide_bench_ref.so")
-if not ok_ref then print("note: no reference library (" .. tostring(ref) .. "); references skipped"); ref = nil end
+local ref = common.load_ref()
 
 local function cpuinfo()
   local f = io.open("/proc/cpuinfo")

@@ -70,8 +70,8 @@ print(string.format("machine: %s, %d threads", cpu_model(), tide.get_num_threads
 do
   local n = 4 * 1024 * 1024
   local x, v = tide.rand(n), tide.rand(n)
-  local libdir = (os.getenv("TIDE_LIBRARY") or ""):match("^(.*)/[^/]*$") or "."
-  local ok, ref = pcall(ffi.load, libdir .. "/libtide_bench_ref.so")
+  local ref = common.load_ref()
+  local ok = ref ~= nil
   local src, src2, dst = ffi.new("float[?]", n), ffi.new("float[?]", n), ffi.new("float[?]", n)
   for i = 0, n - 1 do src[i], src2[i] = math.random(), math.random() end
 

@@ -11,12 +11,7 @@ local common = dofile((debug.getinfo(1, "S").source:sub(2):match("^(.*)/") or ".
 ffi.cdef [[
 double tide_ref_lapack(int32_t which, int32_t n, int32_t batch, int32_t threads, int32_t reps);
 ]]
-local libdir = (os.getenv("TIDE_LIBRARY") or ""):match("^(.*)/[^/]*$") or "."
-local ok_ref, ref = pcall(ffi.load, libdir .. "/libtide_bench_ref.so")
-if not ok_ref then
-  print("(no C reference: " .. tostring(ref) .. ")")
-  ref = nil
-end
+local ref = common.load_ref()
 
 local dev = arg[1] or tide.get_default_device()
 local linalg = tide.linalg

@@ -23,9 +23,7 @@ ffi.cdef [[
 local now = common.now
 
 -- the reference library sits next to libtide in the build tree
-local libdir = (os.getenv("TIDE_LIBRARY") or ""):match("^(.*)/[^/]*$") or "."
-local ok_ref, ref = pcall(ffi.load, libdir .. "/libtide_bench_ref.so")
-if not ok_ref then print("note: no reference library (" .. tostring(ref) .. "); references skipped"); ref = nil end
+local ref = common.load_ref()
 
 -- -- the machine --------------------------------------------------------------------------
 

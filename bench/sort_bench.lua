@@ -11,12 +11,7 @@ ffi.cdef [[
 double tide_ref_sort_rows(const float * x, float * y, int64_t * idx, int64_t rows, int64_t n);
 double tide_ref_search(const float * seq, int64_t m, const float * v, int64_t n, int64_t * out);
 ]]
-local libdir = (os.getenv("TIDE_LIBRARY") or ""):match("^(.*)/[^/]*$") or "."
-local ok_ref, ref = pcall(ffi.load, libdir .. "/libtide_bench_ref.so")
-if not ok_ref then
-  print("(no C reference: " .. tostring(ref) .. ")")
-  ref = nil
-end
+local ref = common.load_ref()
 
 local dev = arg[1] or tide.get_default_device()
 local o = { device = dev }
