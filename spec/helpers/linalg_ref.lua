@@ -271,14 +271,43 @@ function R.eigvalsh(A)
   return w
 end
 
---- singular values of A, descending: the square roots of the eigenvalues of
--- the smaller Gram matrix
+--- singular values of A, descending, by one-sided Jacobi rotations of the
+-- columns (of A or A^T, whichever has fewer), which keeps small singular values
+-- accurate (the square roots of a Gram matrix's eigenvalues would not)
 function R.svdvals(A)
   local m, n = dims(A)
-  local G = m >= n and R.mm(R.t(A), A) or R.mm(A, R.t(A))
-  local w = R.eigvalsh(G)
+  local W = m >= n and R.copy(A) or R.t(A)
+  m, n = dims(W)
+  for _ = 1, 100 do
+    local rotated = false
+    for p = 1, n - 1 do
+      for q = p + 1, n do
+        local a, b, c = 0, 0, 0
+        for i = 1, m do
+          a, b, c = a + W[i][p] ^ 2, b + W[i][q] ^ 2, c + W[i][p] * W[i][q]
+        end
+        if abs(c) > 1e-17 * sqrt(a * b) and c ~= 0 then
+          rotated = true
+          local zeta = (b - a) / (2 * c)
+          local t = (zeta >= 0 and 1 or -1) / (abs(zeta) + sqrt(1 + zeta * zeta))
+          local cs = 1 / sqrt(1 + t * t)
+          local sn = cs * t
+          for i = 1, m do
+            local x, y = W[i][p], W[i][q]
+            W[i][p], W[i][q] = cs * x - sn * y, sn * x + cs * y
+          end
+        end
+      end
+    end
+    if not rotated then break end
+  end
   local s = {}
-  for i = #w, 1, -1 do s[#s + 1] = sqrt(max(w[i], 0)) end
+  for j = 1, n do
+    local v = 0
+    for i = 1, m do v = v + W[i][j] ^ 2 end
+    s[j] = sqrt(v)
+  end
+  table.sort(s, function(x, y) return x > y end)
   return s
 end
 
