@@ -160,6 +160,9 @@ local cases = {
                tide.linalg.solve_triangular(a, b, { upper = false, unitriangular = true }) }
     end },
   linalg_slogdet = { { rnd { 2, 3, 3 } }, function(a) local _, l = tide.linalg.slogdet(a) return l end },
+  -- and at a singular matrix (rank 2), where det's gradient is still adj(A)^T
+  linalg_det = { { rnd { 2, 3, 3 }, rnd { 2, 3 } },
+    function(a, u) return { tide.linalg.det(a), tide.linalg.det(u:mT():matmul(u)) } end },
   linalg_cholesky = { { rnd { 3, 3 } },
     function(a)
       local s = a:matmul(a:mT()) + tide.eye(3, "float64")

@@ -15,14 +15,15 @@ local function need_tensor(x, name, pos)
   return x
 end
 
-local function need_matrix(x, name, pos, square)
-  need_tensor(x, name, pos)
+-- x as matrices: `what` names the argument (A, B, L), as the ops' shape rules do.
+local function need_matrix(x, name, what, square)
+  if not is_tensor(x) then fail(fmt("%s: %s must be a tensor, got %s", name, what, type(x))) end
+  local shape = "[" .. table.concat(x:shape(), ",") .. "]"
   if x:dim() < 2 then
-    fail(fmt("%s: argument %d must have at least 2 dimensions (a matrix or a batch of them), got %d", name, pos or 1,
-      x:dim()))
+    fail(fmt("%s: %s must have at least 2 dimensions (a matrix or a batch of them), got shape %s", name, what, shape))
   end
   if square and x:size(-1) ~= x:size(-2) then
-    fail(fmt("%s: argument %d must be square matrices, got shape [%s]", name, pos or 1, table.concat(x:shape(), ",")))
+    fail(fmt("%s: %s must be square matrices, got shape %s", name, what, shape))
   end
   return x
 end
@@ -89,15 +90,16 @@ return function(tide, methods)
   -- with partial pivoting. A [..., n, n]; B [..., n, k], or [..., n] (then X is
   -- too); batch dims broadcast. A singular A is an error.
   local function solve(A, Bm, opts)
-    need_matrix(A, "linalg.solve", 1, true)
+    need_matrix(A, "linalg_solve", "A", true)
     need_tensor(Bm, "linalg.solve", 2)
     opts = options(opts, "linalg.solve", { left = true })
-    if flag(opts.left, "linalg.solve", "left") == false then
-      need_matrix(Bm, "linalg.solve", 2)
+    if flag(opts.left, "linalg.solve", "left") == false then   -- X A = B: A^T X^T = B^T
+      if is_vector_rhs(A, Bm) then return call("linalg_solve", { mT(A), Bm:unsqueeze(-1) }):squeeze(-1) end
+      need_matrix(Bm, "linalg_solve", "B")
       return mT(call("linalg_solve", { mT(A), mT(Bm) }))
     end
     if is_vector_rhs(A, Bm) then return call("linalg_solve", { A, Bm:unsqueeze(-1) }):squeeze(-1) end
-    need_matrix(Bm, "linalg.solve", 2)
+    need_matrix(Bm, "linalg_solve", "B")
     return call("linalg_solve", { A, Bm })
   end
   linalg.solve = solve
@@ -107,8 +109,8 @@ return function(tide, methods)
   -- upper (or lower) triangle is read; unitriangular takes its diagonal as ones.
   local function solve_triangular(A, Bm, opts)
     local name = "linalg.solve_triangular"
-    need_matrix(A, name, 1, true)
-    need_matrix(Bm, name, 2)
+    need_matrix(A, "linalg_solve_triangular", "A", true)
+    need_matrix(Bm, "linalg_solve_triangular", "B")
     opts = options(opts, name, { upper = true, left = true, unitriangular = true })
     if type(opts.upper) ~= "boolean" then fail(name .. ": the option upper (a boolean) is required") end
     flag(opts.unitriangular, name, "unitriangular")
@@ -123,7 +125,7 @@ return function(tide, methods)
   --- linalg.inv(A): the inverse of the square matrices A [..., n, n]; a singular one
   -- is an error. Also tide.inverse(A) and A:inverse().
   local function inv(A)
-    need_matrix(A, "linalg.inv", 1, true)
+    need_matrix(A, "linalg.inv", "A", true)
     return call("linalg_solve", { A, eye(A, A:size(-1)) })
   end
   linalg.inv = inv
@@ -131,22 +133,22 @@ return function(tide, methods)
 
   --- linalg.slogdet(A): sign and log |det A| of A [..., n, n] (a singular A: 0 and -inf).
   local function slogdet(A)
-    need_matrix(A, "linalg.slogdet", 1, true)
+    need_matrix(A, "linalg_slogdet", "A", true)
     return call("linalg_slogdet", { A })
   end
   linalg.slogdet = slogdet
   define("slogdet", slogdet, true)
-  --- linalg.det(A): the determinant, sign * exp(log |det A|). Also A:det().
+  --- linalg.det(A): the determinant, from the LU factorisation. Its gradient comes
+  -- from the SVD, so that singular matrices have one too. Also A:det().
   local function det(A)
-    need_matrix(A, "linalg.det", 1, true)
-    local sign, logabs = call("linalg_slogdet", { A })
-    return sign * logabs:exp()
+    need_matrix(A, "linalg_det", "A", true)
+    return call("linalg_det", { A })
   end
   linalg.det = det
   define("det", det, true)
   --- logdet(A): log det A: NaN where det A < 0, -inf where it is 0, as torch.logdet.
   define("logdet", function(A)
-    need_matrix(A, "logdet", 1, true)
+    need_matrix(A, "logdet", "A", true)
     local sign, logabs = call("linalg_slogdet", { A })
     return tide.where(sign:lt(0), 0 / 0, logabs)
   end, true)
@@ -155,7 +157,7 @@ return function(tide, methods)
   -- A's lower triangle (upper=true: U = L^T from A's upper triangle). A matrix that
   -- is not positive-definite is an error. Also tide.cholesky(A, upper), A:cholesky(upper).
   local function cholesky(A, upper, name)
-    need_matrix(A, name, 1, true)
+    need_matrix(A, "linalg_cholesky", "A", true)
     return call("linalg_cholesky", { A }, { flag(upper, name, "upper") and 1 or 0 })
   end
   linalg.cholesky = function(A, opts)
@@ -165,8 +167,8 @@ return function(tide, methods)
   define("cholesky", function(A, upper) return cholesky(A, upper, "cholesky") end, true)
   --- cholesky_solve(B, L, upper=false): X with A X = B, for A = L L^T (upper: U^T U).
   local function cholesky_solve(Bm, L, upper)
-    need_matrix(Bm, "cholesky_solve", 1)
-    need_matrix(L, "cholesky_solve", 2, true)
+    need_matrix(Bm, "cholesky_solve", "B")
+    need_matrix(L, "cholesky_solve", "L", true)
     local u = flag(upper, "cholesky_solve", "upper") and 1 or 0
     local Lt = mT(L)
     local y = call("linalg_solve_triangular", { u == 1 and Lt or L, Bm }, { 0, 0 })
@@ -175,7 +177,7 @@ return function(tide, methods)
   define("cholesky_solve", cholesky_solve, true)
   --- cholesky_inverse(L, upper=false): the inverse of A = L L^T (upper: U^T U).
   define("cholesky_inverse", function(L, upper)
-    need_matrix(L, "cholesky_inverse", 1, true)
+    need_matrix(L, "cholesky_inverse", "L", true)
     return cholesky_solve(eye(L, L:size(-1)), L, upper)
   end, true)
 
@@ -189,12 +191,12 @@ return function(tide, methods)
   -- upper) triangle. Each eigenvector is signed so that its first element of
   -- largest magnitude is positive, so the CPU and CUDA agree.
   linalg.eigh = function(A, uplo)
-    need_matrix(A, "linalg.eigh", 1, true)
+    need_matrix(A, "linalg_eigh", "A", true)
     return call("linalg_eigh", { A }, { uplo_arg(uplo, "linalg.eigh") })
   end
   --- linalg.eigvalsh(A, UPLO='L'): the eigenvalues alone.
   linalg.eigvalsh = function(A, uplo)
-    need_matrix(A, "linalg.eigvalsh", 1, true)
+    need_matrix(A, "linalg.eigvalsh", "A", true)
     return (call("linalg_eigh", { A }, { uplo_arg(uplo, "linalg.eigvalsh") }))
   end
 
@@ -203,7 +205,7 @@ return function(tide, methods)
   -- 'reduced' Q [..., m, k], R [..., k, n] (k = min(m, n)); 'complete' Q
   -- [..., m, m], R [..., m, n]; 'r' R alone (Q is an empty tensor).
   linalg.qr = function(A, mode)
-    need_matrix(A, "linalg.qr", 1)
+    need_matrix(A, "linalg_qr", "A")
     local m = QR_MODES[mode or "reduced"]
     if not m then fail(fmt("linalg.qr: mode must be 'reduced', 'complete' or 'r', got %s", tostring(mode))) end
     return call("linalg_qr", { A }, { m })
@@ -218,14 +220,14 @@ return function(tide, methods)
   -- column of U is signed so that its first element of largest magnitude is
   -- positive, with Vh's matching row.
   linalg.svd = function(A, opts)
-    need_matrix(A, "linalg.svd", 1)
+    need_matrix(A, "linalg_svd", "A")
     opts = options(opts, "linalg.svd", { full_matrices = true })
     return call("linalg_svd", { A }, { flag(opts.full_matrices, "linalg.svd", "full_matrices") == false and 0 or 1, 1 })
   end
   --- linalg.svdvals(A): the singular values, descending. Its gradient needs U and
   -- V, so they are computed when A requires grad.
   local function svdvals(A, name)
-    need_matrix(A, name or "linalg.svdvals", 1)
+    need_matrix(A, name or "linalg.svdvals", "A")
     local uv = A.requires_grad and tide.is_grad_enabled() and 1 or 0
     local _, S = call("linalg_svd", { A }, { 0, uv })
     return S
@@ -233,7 +235,7 @@ return function(tide, methods)
   linalg.svdvals = function(A) return svdvals(A) end
   --- svd(A, some=true): torch.svd: U, S and V (not Vh), reduced unless some=false.
   define("svd", function(A, some)
-    need_matrix(A, "svd", 1)
+    need_matrix(A, "svd", "A")
     local U, S, Vh = call("linalg_svd", { A }, { flag(some, "svd", "some") == false and 1 or 0, 1 })
     return U, S, mT(Vh)
   end, true)
@@ -255,10 +257,10 @@ return function(tide, methods)
   -- [..., m, n] from its SVD (hermitian: its eigendecomposition), singular values
   -- at or below the cutoff taken as zero. Also A:pinverse().
   linalg.pinv = function(A, opts)
-    need_matrix(A, "linalg.pinv", 1)
+    need_matrix(A, "linalg.pinv", "A")
     opts = options(opts, "linalg.pinv", { rtol = true, atol = true, hermitian = true })
     if flag(opts.hermitian, "linalg.pinv", "hermitian") then
-      need_matrix(A, "linalg.pinv", 1, true)
+      need_matrix(A, "linalg.pinv", "A", true)
       local w, V = call("linalg_eigh", { A }, { 0 })
       local keep = w:abs():gt(cutoff(A, w:abs(), opts, "linalg.pinv"))
       local winv = tide.where(keep, 1 / tide.where(keep, w, 1), 0)
@@ -274,7 +276,7 @@ return function(tide, methods)
   --- linalg.matrix_rank(A, {atol=, rtol=, hermitian=false}): how many singular values
   -- exceed the cutoff (see pinv), as int64.
   linalg.matrix_rank = function(A, opts)
-    need_matrix(A, "linalg.matrix_rank", 1)
+    need_matrix(A, "linalg.matrix_rank", "A")
     opts = options(opts, "linalg.matrix_rank", { rtol = true, atol = true, tol = true, hermitian = true })
     local S
     if flag(opts.hermitian, "linalg.matrix_rank", "hermitian") then
@@ -289,11 +291,11 @@ return function(tide, methods)
   -- of full rank, by QR: m >= n minimises |A X - B|, m < n gives the solution of
   -- least norm. B [..., m, k] or [..., m]. Returns X alone (torch's .solution).
   linalg.lstsq = function(A, Bm)
-    need_matrix(A, "linalg.lstsq", 1)
+    need_matrix(A, "linalg.lstsq", "A")
     need_tensor(Bm, "linalg.lstsq", 2)
-    local vec = Bm:dim() == 1 or (Bm:dim() == A:dim() - 1 and Bm:size(-1) == A:size(-2) and A:size(-2) ~= A:size(-1))
+    local vec = is_vector_rhs(A, Bm)
     if vec then Bm = Bm:unsqueeze(-1) end
-    need_matrix(Bm, "linalg.lstsq", 2)
+    need_matrix(Bm, "linalg.lstsq", "B")
     if Bm:size(-2) ~= A:size(-2) then
       fail(fmt("linalg.lstsq: A has %d rows but B has %d", A:size(-2), Bm:size(-2)))
     end
@@ -311,7 +313,7 @@ return function(tide, methods)
   --- linalg.matrix_power(A, k): A multiplied by itself k times (k = 0: the identity,
   -- k < 0: the inverse's power), by repeated squaring. Also A:matrix_power(k).
   local function matrix_power(A, k)
-    need_matrix(A, "linalg.matrix_power", 1, true)
+    need_matrix(A, "linalg.matrix_power", "A", true)
     if type(k) ~= "number" or k ~= math.floor(k) then
       fail("linalg.matrix_power: k must be an integer, got " .. tostring(k))
     end
@@ -378,7 +380,7 @@ return function(tide, methods)
   local matrix_norm = linalg.matrix_norm
   linalg.matrix_norm = function(A, ord, dim, keepdim)
     if ord ~= 2 and ord ~= -2 and ord ~= "nuc" then return matrix_norm(A, ord, dim, keepdim) end
-    need_matrix(A, "matrix_norm", 1)
+    need_matrix(A, "matrix_norm", "A")
     dim = dim or { -2, -1 }
     if type(dim) ~= "table" or #dim ~= 2 then fail("matrix_norm: dim must be a table of two dims") end
     local nd = A:dim()
@@ -404,13 +406,13 @@ return function(tide, methods)
   -- value (p nil or 2; -2 the inverse), or norm(A, p) * norm(inv(A), p) for
   -- 'fro', 'nuc', 1, -1, math.huge, -math.huge.
   linalg.cond = function(A, p)
-    need_matrix(A, "linalg.cond", 1)
+    need_matrix(A, "linalg.cond", "A")
     if p == nil or p == 2 or p == -2 then
       local S = svdvals(A, "linalg.cond")
       local hi, lo = S:amax(-1), S:amin(-1)
       return p == -2 and lo / hi or hi / lo
     end
-    need_matrix(A, "linalg.cond", 1, true)
+    need_matrix(A, "linalg.cond", "A", true)
     return linalg.matrix_norm(A, p) * linalg.matrix_norm(inv(A), p)
   end
 end

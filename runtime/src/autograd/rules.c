@@ -451,6 +451,36 @@ GRAD(linalg_solve_triangular, SAVE_IN0 | SAVE_OUT0) {
     if (NEEDS(0)) g_set(c, 0, triangle(c, U(neg, mm(c, gb, mT(c, OUT(0)))), upper, unit ? (upper ? 1 : -1) : 0));
     return TIDE_OK;
 }
+/* det A: gA = g adj(A)^T, from the SVD so that singular A (where A^{-T} does not exist)
+ * get theirs too: adj(A)^T = det(U) det(Vh) U diag(prod_{j != i} s_j) Vh. The products
+ * leaving one value out are those of the values before it times those after it. */
+GRAD(linalg_det, SAVE_IN0) {
+    if (!NEEDS(0)) return TIDE_OK;
+    const tide_meta * m = &c->node->in[0];
+    int32_t           nd = m->ndim;
+    int64_t           n = m->sizes[nd - 1];
+    if (n == 0) return TIDE_OK;   /* an empty gradient */
+    int64_t        ints[2] = {0, 1}, last = nd - 2, flipd = nd - 2;
+    tide_op_params ps = g_params(2, ints, 0, 0), pc = g_params(1, &last, 0, 0), pf = g_params(1, &flipd, 0, 0);
+    tide_tensor *  out[TIDE_OP_MAX_OUT] = {0}, * a = IN(0);
+    if (!a) return c->st;
+    tide_status st = tide_op_call(TIDE_OP_linalg_svd, &a, 1, &ps, out, NULL);
+    if (st != TIDE_OK) return c->st = st;
+    tide_tensor * u = g_keep(c, out[0]), * s = g_keep(c, out[1]), * vh = g_keep(c, out[2]);
+    tide_tensor * ones = B(add, B(mul, g_narrow(c, s, nd - 2, 0, 1), NUM(0)), NUM(1));   /* [..., 1] */
+#define CAT(x, y) g_call(c, TIDE_OP_cat, 2, (x), (y), NULL, &pc)
+#define CUMPROD(x) g_call(c, TIDE_OP_cumprod, 1, (x), NULL, NULL, &pc)
+#define FLIP(x) g_call(c, TIDE_OP_flip, 1, (x), NULL, NULL, &pf)
+    tide_tensor * before = g_narrow(c, CUMPROD(CAT(ones, s)), nd - 2, 0, n);             /* prod_{j < i} */
+    tide_tensor * after  = g_narrow(c, FLIP(CUMPROD(FLIP(CAT(s, ones)))), nd - 2, 1, n);  /* prod_{j > i} */
+#undef CAT
+#undef CUMPROD
+#undef FLIP
+    tide_tensor * sign = B(mul, U(linalg_det, u), U(linalg_det, vh));
+    tide_tensor * cof  = mm(c, B(mul, u, as_row(c, B(mul, before, after))), vh);
+    g_set(c, 0, B(mul, cof, as_col(c, as_col(c, B(mul, GY(0), sign)))));
+    return TIDE_OK;
+}
 /* log |det A|: gA = g A^{-T}; the sign has no gradient */
 GRAD(linalg_slogdet, SAVE_IN0) {
     if (!GY(1) || !NEEDS(0)) return TIDE_OK;

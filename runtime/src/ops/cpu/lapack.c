@@ -110,12 +110,11 @@ tide_status tide_shape_linalg_square(tide_opcall * c, tide_shape_out * o) {
     return TIDE_OK;
 }
 
-/* linalg_slogdet: sign and log|det|, each of A's batch shape. */
+/* linalg_slogdet: sign and log|det|, each of A's batch shape; linalg_det: det alone. */
 tide_status tide_shape_linalg_slogdet(tide_opcall * c, tide_shape_out * o) {
     TIDE_CHECK(need_matrix(c, 0, "A", true));
     c->p.n_ints = 0;
-    set_out(o, 0, c->in[0]->ndim - 2, c->in[0]->sizes, 0, 0, 0);
-    set_out(o, 1, c->in[0]->ndim - 2, c->in[0]->sizes, 0, 0, 0);
+    for (int32_t i = 0; i < c->n_out; i++) set_out(o, i, c->in[0]->ndim - 2, c->in[0]->sizes, 0, 0, 0);
     return TIDE_OK;
 }
 
@@ -454,6 +453,13 @@ static lp solve_one(const job * j, int64_t b, char * work) {
     load(j, &j->in[1], b, x, ld);
     if (n > 0) {
         lapack.getrf[j->dbl](&n, &n, a, &ld, piv, &info);
+        if (info > 0 && j->trans) {   /* name the zero pivot of A's own LU, as other layouts do */
+            mat own = mat_t(j->in[0]);
+            lp  info_a = 0;
+            load(j, &own, b, a, ld);
+            lapack.getrf[j->dbl](&n, &n, a, &ld, piv, &info_a);
+            if (info_a > 0) info = info_a;
+        }
         if (info != 0) return info;
         if (k > 0) lapack.getrs[j->dbl](j->trans ? "T" : "N", &n, &k, a, &ld, piv, x, &ld, &info, 1);
         if (info != 0) return info;
@@ -524,7 +530,7 @@ static lp slogdet_one(const job * j, int64_t b, char * work) {
             logabs += log(fabs(u));
         }
     }
-    char r[2 * sizeof(double)];
+    char r[sizeof(double)];
     put(j, r, 0, sign);
     store(j, &j->out[0], b, r, 1);
     put(j, r, 0, logabs);
@@ -532,19 +538,38 @@ static lp slogdet_one(const job * j, int64_t b, char * work) {
     return 0;
 }
 
-tide_status tide_cpu_linalg_slogdet(const tide_opcall * c) {
+/* det A: the product of U's diagonal, signed by the pivots (so det of [[-3]] is -3, not
+ * exp(log 3) signed); 0 at an exactly zero pivot. */
+static lp det_one(const job * j, int64_t b, char * work) {
+    lp     n = (lp)j->n, ld = ld_of(j->n), info = 0;
+    char * a   = work;
+    lp *   piv = (lp *)(a + (size_t)(ld * j->n) * es_of(j));
+    double det = 1;
+    load(j, &j->in[0], b, a, ld);
+    if (n > 0) lapack.getrf[j->dbl](&n, &n, a, &ld, piv, &info);
+    if (info < 0) return info;
+    for (lp i = 0; i < n; i++) det *= piv[i] != i + 1 ? -get(j, a, i + (int64_t)i * ld) : get(j, a, i + (int64_t)i * ld);
+    char r[sizeof(double)];
+    put(j, r, 0, info > 0 ? 0.0 : det);
+    store(j, &j->out[0], b, r, 1);
+    return 0;
+}
+
+static tide_status det_kernel(const tide_opcall * c, matrix_fn fn) {
     job     j;
     int32_t nb = c->in[0]->ndim - 2;
-    TIDE_CHECK(job_init(&j, c, slogdet_one, c->in[0], nb));
+    TIDE_CHECK(job_init(&j, c, fn, c->in[0], nb));
     j.in[0]  = mat_of(c->in[0], 2, nb);
     if (rows_contiguous(&j.in[0])) j.in[0] = mat_t(j.in[0]);   /* det A^T = det A */
-    j.out[0] = mat_of(c->out[0], 0, nb);
-    j.out[1] = mat_of(c->out[1], 0, nb);
+    for (int32_t i = 0; i < c->n_out; i++) j.out[i] = mat_of(c->out[i], 0, nb);
     j.n = j.m = c->in[0]->sizes[nb];
     int64_t ld = ld_of(j.n);
     j.work_bytes = (size_t)(ld * j.n) * es_of(&j) + (size_t)ld * sizeof(lp);
     return job_run(&j, (double)j.n * j.n * j.n / 3.0);
 }
+
+tide_status tide_cpu_linalg_slogdet(const tide_opcall * c) { return det_kernel(c, slogdet_one); }
+tide_status tide_cpu_linalg_det(const tide_opcall * c) { return det_kernel(c, det_one); }
 
 /* -- linalg_cholesky --------------------------------------------------------------------------- */
 
@@ -696,6 +721,12 @@ static lp svd_one(const job * j, int64_t b, char * work) {
     load(j, &j->in[0], b, a, ld);
     if (k > 0) {
         lapack.gesdd[j->dbl](uv ? (full ? "A" : "S") : "N", &m, &n, a, &ld, s, u, &ldu, vt, &ldvt, wk, &j->lwork, iw, &info, 1);
+        if (info == -4) {   /* gesdd's answer to a NaN in A: NaN factors, as the other decompositions give */
+            for (int64_t i = 0; i < k; i++) put(j, s, i, NAN);
+            for (int64_t i = 0; i < ucols * ldu; i++) put(j, u, i, NAN);
+            for (int64_t i = 0; i < j->n * ldvt; i++) put(j, vt, i, NAN);
+            info = 0;
+        }
         if (info != 0) return info;
     } else if (uv) {   /* LAPACK returns at once: the full factors of an empty matrix are identities */
         for (int64_t i = 0; i < ucols * ldu; i++) put(j, u, i, 0);
