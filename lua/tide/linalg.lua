@@ -1,6 +1,6 @@
---- tide.linalg: solvers and decompositions, as torch.linalg. Seven ops of the
--- registry do the work (linalg_solve, linalg_solve_triangular, linalg_slogdet,
--- linalg_cholesky, linalg_eigh, linalg_qr, linalg_svd: LAPACK on the CPU,
+--- tide.linalg: solvers and decompositions, as torch.linalg. Eight ops of the
+-- registry do the work (linalg_solve, linalg_solve_triangular, linalg_det,
+-- linalg_slogdet, linalg_cholesky, linalg_eigh, linalg_qr, linalg_svd: LAPACK on the CPU,
 -- cuSOLVER on CUDA, each differentiable); everything else here composes them,
 -- so autograd, every device and tide.jit take it unchanged. Also Torch7's and
 -- PyTorch's older names (tide.inverse, tide.svd with V, t:det(), ...).
