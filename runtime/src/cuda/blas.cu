@@ -291,9 +291,6 @@ __global__ void __launch_bounds__(THREADS) batch_pointers(Shape s, Triple t, int
  * column-major one (a transposed view) takes op T. The _64 entry points take
  * sizes and leading dimensions beyond int range. */
 int gemm(const tide_devcall * c, Problem & p) {
-    if (c->dev < 0 || c->dev >= MAX_DEVICES)
-        return set_error(TIDE_DEVAPI_ERROR, "%s: cuBLAS handles are kept for devices 0 to %d, not %d", c->op,
-                         MAX_DEVICES - 1, c->dev);
     int32_t ct = c->compute_dtype;
     /* float16 @ float16 (or bfloat16): cuBLAS reads them as they are and
      * accumulates in float32 (the CPU converts them to float32 first: the
@@ -380,32 +377,20 @@ int gemm(const tide_devcall * c, Problem & p) {
     cudaDataType      dti = cuda_type(it), dto = cuda_type(ot);
 
     {
-        Handle &                    hd = handles[c->dev];
-        std::lock_guard<std::mutex> lock(hd.mu);
-        cublasStatus_t              st;
-        if (!hd.h) {
-            if ((st = cublasCreate(&hd.h)) != CUBLAS_STATUS_SUCCESS) {
-                hd.h = nullptr;   /* tried again by the next call */
-                return blas_fail(c, "cublasCreate", st);
-            }
-            if ((st = cublasSetPointerMode(hd.h, CUBLAS_POINTER_MODE_HOST)) != CUBLAS_STATUS_SUCCESS)
-                return blas_fail(c, "cublasSetPointerMode", st);
-        }
-        if ((st = cublasSetStream(hd.h, (cudaStream_t)c->stream)) != CUBLAS_STATUS_SUCCESS)
-            return blas_fail(c, "cublasSetStream", st);
-        if ((st = cublasSetMathMode(hd.h, (cublasMath_t)math)) != CUBLAS_STATUS_SUCCESS)
-            return blas_fail(c, "cublasSetMathMode", st);
+        BlasHandle bh;
+        if (int rc = blas_handle(c, math, bh)) return rc;
+        cublasStatus_t st;
         if (strided && bs.ndim == 0) {
-            st = cublasGemmEx_64(hd.h, opb, opa, p.n, p.m, p.k, alpha, p.b.data, dti, ldb, p.a.data, dti, lda, beta,
+            st = cublasGemmEx_64(bh.h, opb, opa, p.n, p.m, p.k, alpha, p.b.data, dti, ldb, p.a.data, dti, lda, beta,
                                  o.data, dto, ldc, comp, CUBLAS_GEMM_DEFAULT);
             if (st != CUBLAS_STATUS_SUCCESS) return blas_fail(c, "cublasGemmEx_64", st);
         } else if (strided) {
-            st = cublasGemmStridedBatchedEx_64(hd.h, opb, opa, p.n, p.m, p.k, alpha, p.b.data, dti, ldb,
+            st = cublasGemmStridedBatchedEx_64(bh.h, opb, opa, p.n, p.m, p.k, alpha, p.b.data, dti, ldb,
                                                ops[1].strides[0], p.a.data, dti, lda, ops[0].strides[0], beta, o.data,
                                                dto, ldc, ops[2].strides[0], bs.sizes[0], comp, CUBLAS_GEMM_DEFAULT);
             if (st != CUBLAS_STATUS_SUCCESS) return blas_fail(c, "cublasGemmStridedBatchedEx_64", st);
         } else {
-            st = cublasGemmBatchedEx_64(hd.h, opb, opa, p.n, p.m, p.k, alpha, ptrs + p.nbatch, dti, ldb, ptrs, dti, lda,
+            st = cublasGemmBatchedEx_64(bh.h, opb, opa, p.n, p.m, p.k, alpha, ptrs + p.nbatch, dti, ldb, ptrs, dti, lda,
                                         beta, ptrs + 2 * p.nbatch, dto, ldc, p.nbatch, comp, CUBLAS_GEMM_DEFAULT);
             if (st != CUBLAS_STATUS_SUCCESS) return blas_fail(c, "cublasGemmBatchedEx_64", st);
         }
@@ -639,6 +624,40 @@ int outer(const tide_devcall * c) {
 }
 
 }   // namespace
+
+/* -- the device's cuBLAS handle, for this file and linalg.cu (common.cuh) ------------------- */
+
+int blas_handle(const tide_devcall * c, int math, BlasHandle & out) {
+    if (c->dev < 0 || c->dev >= MAX_DEVICES)
+        return set_error(TIDE_DEVAPI_ERROR, "%s: cuBLAS handles are kept for devices 0 to %d, not %d", c->op,
+                         MAX_DEVICES - 1, c->dev);
+    Handle &       hd = handles[c->dev];
+    const char *   fn = nullptr;
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    hd.mu.lock();
+    if (!hd.h) {
+        if ((st = cublasCreate(&hd.h)) != CUBLAS_STATUS_SUCCESS) {
+            hd.h = nullptr;   /* tried again by the next call */
+            fn   = "cublasCreate";
+        } else if ((st = cublasSetPointerMode(hd.h, CUBLAS_POINTER_MODE_HOST)) != CUBLAS_STATUS_SUCCESS) {
+            fn = "cublasSetPointerMode";
+        }
+    }
+    if (!fn && (st = cublasSetStream(hd.h, (cudaStream_t)c->stream)) != CUBLAS_STATUS_SUCCESS) fn = "cublasSetStream";
+    if (!fn && (st = cublasSetMathMode(hd.h, (cublasMath_t)math)) != CUBLAS_STATUS_SUCCESS) fn = "cublasSetMathMode";
+    if (fn) {
+        hd.mu.unlock();
+        return set_error(st == CUBLAS_STATUS_ALLOC_FAILED ? TIDE_DEVAPI_OOM : TIDE_DEVAPI_ERROR, "%s: %s failed: %s (%s)",
+                         c->op, fn, cublasGetStatusString(st), cublasGetStatusName(st));
+    }
+    out.h   = hd.h;
+    out.dev = c->dev;
+    return TIDE_DEVAPI_OK;
+}
+
+BlasHandle::~BlasHandle() {
+    if (h) handles[dev].mu.unlock();
+}
 
 const kernel_entry blas_kernels[] = {
     {"matmul", matmul}, {"mm", matmul}, {"bmm", matmul}, {"dot", matmul}, {"outer", outer}, {nullptr, nullptr},

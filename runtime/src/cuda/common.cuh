@@ -21,6 +21,8 @@
 
 #include <type_traits>
 
+struct cublasContext;   /* cublas_v2.h's handle, for the files that use cuBLAS */
+
 namespace tide_cuda {
 
 /* -- errors (backend.cu) ---------------------------------------------------------------- */
@@ -259,6 +261,24 @@ inline unsigned blocks_for(int64_t n, int32_t threads = THREADS) {
 
 /* Scratch carved into parts: each starts 256-byte aligned. */
 inline size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+/* -- cuBLAS (blas.cu) --------------------------------------------------------------------- */
+
+/* The device's cuBLAS handle, held by one caller at a time: locked from
+ * blas_handle() until the BlasHandle goes out of scope. */
+struct BlasHandle {
+    cublasContext * h   = nullptr;
+    int32_t         dev = -1;
+    BlasHandle()        = default;
+    BlasHandle(const BlasHandle &) = delete;
+    BlasHandle & operator=(const BlasHandle &) = delete;
+    ~BlasHandle();
+};
+
+/* Takes c's device's cuBLAS handle (made on first use, kept for the process)
+ * into `out`, set to c's stream, host pointer mode and math mode `math` (a
+ * cublasMath_t). On an error, with its message naming c's op, nothing is held. */
+int blas_handle(const tide_devcall * c, int math, BlasHandle & out);
 
 /* -- the kernels of a file ---------------------------------------------------------------- */
 
