@@ -269,7 +269,7 @@ int pinned_free(void * p) { return fail(cudaFreeHost(p), "cudaFreeHost"); }
 /* Every kernel file's list (common.cuh). */
 const kernel_entry * const kernel_lists[] = {ew_kernels,     reduce_kernels, blas_kernels,
                                                random_kernels, index_kernels,  pool_kernels,
-                                               sort_kernels};
+                                               sort_kernels,   linalg_kernels};
 
 /* This library's own kernel of op, or NULL. */
 tide_devkernel_fn own_kernel(const char * op) {

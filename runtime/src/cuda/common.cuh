@@ -295,6 +295,7 @@ extern const kernel_entry random_kernels[];
 extern const kernel_entry index_kernels[];
 extern const kernel_entry pool_kernels[];
 extern const kernel_entry sort_kernels[];
+extern const kernel_entry linalg_kernels[];
 
 }   // namespace tide_cuda
 
