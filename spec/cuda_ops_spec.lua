@@ -160,6 +160,175 @@ describe("CUDA kernels against the CPU's", function()
     assert.is_true((g - c):abs():amax():item() < 0.05 * 16)
   end)
 
+  -- The decompositions (cuSOLVER there, LAPACK here): every output within a
+  -- tolerance (another library, another order of operations), so a sign
+  -- that differs (eigenvectors, singular vectors) fails; inputs in several
+  -- layouts, which f makes on each device from the same dense tensors.
+  local LTOL = { float32 = 2e-3, float64 = 1e-9, float16 = 4e-3 }
+  local function all_outputs(f, what, ...)
+    local host, dev = { ... }, {}
+    for i, x in ipairs(host) do dev[i] = x:to(DEV) end
+    local c, g = { f(unpack(host)) }, { f(unpack(dev)) }
+    assert.are.equal(#c, #g, what)
+    for i = 1, #c do same(c[i], g[i], ("%s, output %d"):format(what, i), LTOL) end
+  end
+  local function sizes(batch, ...)
+    local s = {}
+    for _, v in ipairs(batch) do s[#s + 1] = v end
+    for _, v in ipairs { ... } do s[#s + 1] = v end
+    return s
+  end
+  -- well-conditioned general matrices, symmetric ones, positive-definite ones
+  local function general(dt, batch, n) return (tide.randn(unpack(sizes(batch, n, n))) + tide.eye(n) * n):to(dt) end
+  local function symmetric(dt, batch, n)
+    local x = tide.randn(unpack(sizes(batch, n, n)))
+    return (x + x:mT()):to(dt)
+  end
+  local function spd(dt, batch, n)
+    local x = tide.randn(unpack(sizes(batch, n, n)))
+    return (tide.matmul(x, x:mT()) + tide.eye(n) * n):to(dt)
+  end
+  -- the same matrices read through another layout on both devices
+  local views = {
+    contiguous = function(a) return a end,
+    transposed = function(a) return a:mT():contiguous():mT() end,   -- column-major
+    strided = function(a) return tide.cat({ a, a }, -1):narrow(-1, 1, a:size(-1)) end,
+  }
+
+  on_gpu("linalg solve, solve_triangular and slogdet in every layout, broadcast and empty", function()
+    tide.manual_seed(21)
+    for _, dt in ipairs { "float32", "float64" } do
+      for vname, v in pairs(views) do
+        local what = vname .. " " .. dt
+        local A, Bm = general(dt, { 3 }, 5), tide.randn(3, 5, 2):to(dt)
+        all_outputs(function(a, b) return tide.linalg.solve(v(a), b) end, "solve " .. what, A, Bm)
+        all_outputs(function(a, b) return tide.linalg.solve(v(a), v(b)) end, "solve B in layout " .. what, A, Bm)
+        all_outputs(function(a) return tide.linalg.inv(v(a)) end, "inv " .. what, A)
+        all_outputs(function(a) return tide.linalg.slogdet(v(a)) end, "slogdet " .. what, A)
+        for _, upper in ipairs { true, false } do
+          for _, unit in ipairs { false, true } do
+            all_outputs(function(a, b)
+              return tide.linalg.solve_triangular(v(a), b, { upper = upper, unitriangular = unit })
+            end, ("solve_triangular upper=%s unit=%s %s"):format(upper, unit, what), A, Bm)
+          end
+        end
+      end
+      -- A broadcast against B's batch, and B's against A's; a vector B
+      local A, Bm = general(dt, {}, 4), tide.randn(2, 3, 4, 3):to(dt)
+      all_outputs(tide.linalg.solve, "solve A broadcast " .. dt, A, Bm)
+      all_outputs(function(a, b) return tide.linalg.solve_triangular(a, b, { upper = true }) end,
+        "solve_triangular A broadcast " .. dt, A, Bm)
+      local Ab = general(dt, { 2, 1 }, 4)
+      all_outputs(tide.linalg.solve, "solve batch dims broadcast both ways " .. dt, Ab, Bm:narrow(2, 1, 1))
+      all_outputs(tide.linalg.solve, "solve a vector " .. dt, general(dt, {}, 6), tide.randn(6):to(dt))
+      -- determinants: a negative one, an exactly singular one (0 and -inf), n = 0 (1 and 0)
+      local D = tide.tensor({ { { 0, 1 }, { 1, 0 } }, { { 1, 2 }, { 2, 4 } }, { { 3, 1 }, { 1, 2 } } }):to(dt)
+      all_outputs(tide.linalg.slogdet, "slogdet signs and a singular matrix " .. dt, D)
+      all_outputs(tide.linalg.slogdet, "slogdet of 0x0 matrices " .. dt, tide.zeros(2, 0, 0):to(dt))
+      all_outputs(tide.linalg.solve, "solve of an empty batch " .. dt, tide.zeros(0, 3, 3):to(dt),
+        tide.zeros(0, 3, 2):to(dt))
+      all_outputs(tide.linalg.solve, "solve with 0x0 matrices " .. dt, tide.zeros(2, 0, 0):to(dt),
+        tide.zeros(2, 0, 3):to(dt))
+      all_outputs(tide.linalg.solve, "solve with B of no columns " .. dt, general(dt, { 2 }, 3),
+        tide.zeros(2, 3, 0):to(dt))
+    end
+    all_outputs(tide.linalg.solve, "solve float16", general("float16", {}, 4), tide.randn(4, 2):to("float16"))
+  end)
+
+  on_gpu("linalg cholesky, eigh, qr and svd in every layout, batched and empty, with the CPU's signs", function()
+    tide.manual_seed(22)
+    for _, dt in ipairs { "float32", "float64" } do
+      for vname, v in pairs(views) do
+        local what = vname .. " " .. dt
+        local P, S = spd(dt, { 2, 2 }, 5), symmetric(dt, { 3 }, 6)
+        for _, upper in ipairs { false, true } do
+          all_outputs(function(a) return tide.linalg.cholesky(v(a), { upper = upper }) end,
+            ("cholesky upper=%s %s"):format(upper, what), P)
+          all_outputs(function(a) return tide.linalg.eigh(v(a), upper and "U" or "L") end,
+            ("eigh %s %s"):format(upper and "U" or "L", what), S)
+        end
+        -- matrices that are not symmetric: only the triangle named is read
+        local G = general(dt, {}, 4)
+        all_outputs(function(a) return tide.linalg.eigh(v(a), "U") end, "eigh of its upper triangle " .. what, G)
+        all_outputs(function(a) return tide.linalg.cholesky(v(a)) end, "cholesky of its lower triangle " .. what,
+          spd(dt, {}, 4):tril() + tide.randn(4, 4):to(dt):triu(1))
+        for _, shape in ipairs { { 5, 3 }, { 3, 5 }, { 4, 4 }, { 5, 4 }, { 4, 5 } } do
+          local A = tide.randn(2, shape[1], shape[2]):to(dt)
+          local sw = ("%dx%d %s"):format(shape[1], shape[2], what)
+          for _, mode in ipairs { "reduced", "complete", "r" } do
+            all_outputs(function(a) return tide.linalg.qr(v(a), mode) end, "qr " .. mode .. " " .. sw, A)
+          end
+          all_outputs(function(a) return tide.linalg.svd(v(a), { full_matrices = false }) end, "svd reduced " .. sw, A)
+          all_outputs(function(a) return tide.linalg.svdvals(v(a)) end, "svdvals " .. sw, A)
+          -- full: U's (or Vh's) extra columns are unique up to sign only when there is one
+          if math.abs(shape[1] - shape[2]) <= 1 then
+            all_outputs(function(a) return tide.linalg.svd(v(a)) end, "svd full " .. sw, A)
+          end
+        end
+      end
+      -- the sign rule itself, on the device's results (Vh's rows go with U's columns)
+      local _, V = tide.linalg.eigh(symmetric(dt, { 4 }, 5):to(DEV))
+      local U = tide.linalg.svd(tide.randn(4, 6, 3):to(dt):to(DEV), { full_matrices = false })
+      for _, cols in ipairs { V, U } do
+        local at = cols:abs():argmax(-2, true)
+        assert.is_true(cols:gather(-2, at):gt(0):all():item(), "the first element of largest magnitude is positive")
+      end
+      -- empty batches and empty matrices: identities where the full factors have room
+      local E, Z = tide.zeros(0, 3, 3):to(dt), tide.zeros(2, 0, 0):to(dt)
+      for ename, e in pairs { ["empty batch"] = E, ["0x0"] = Z } do
+        all_outputs(tide.linalg.cholesky, "cholesky " .. ename .. " " .. dt, e)
+        all_outputs(tide.linalg.eigh, "eigh " .. ename .. " " .. dt, e)
+      end
+      for _, shape in ipairs { { 2, 3, 0 }, { 2, 0, 3 }, { 0, 3, 2 } } do
+        local e, sw = tide.zeros(unpack(shape)):to(dt), table.concat(shape, "x") .. " " .. dt
+        for _, mode in ipairs { "reduced", "complete", "r" } do
+          all_outputs(function(a) return tide.linalg.qr(a, mode) end, "qr " .. mode .. " " .. sw, e)
+        end
+        all_outputs(tide.linalg.svd, "svd full " .. sw, e)
+        all_outputs(function(a) return tide.linalg.svd(a, { full_matrices = false }) end, "svd reduced " .. sw, e)
+        all_outputs(tide.linalg.svdvals, "svdvals " .. sw, e)
+      end
+    end
+    local H = symmetric("float16", {}, 4)
+    all_outputs(tide.linalg.eigh, "eigh float16", H)
+  end)
+
+  on_gpu("a factorisation that fails is the CPU's error, naming the batch element", function()
+    local on = DEV:match("^cuda") and (" (on " .. DEV .. ")") or ""
+    -- the CPU's message, then the device's, raised at the result's next read
+    local function fails(f, what, ...)
+      local host, dev = { ... }, {}
+      for i, x in ipairs(host) do dev[i] = x:to(DEV) end
+      local ok, err = pcall(function() return f(unpack(host)):totable() end)
+      assert.is_false(ok, what)
+      local msg = err:match("(linalg_%w+:.*)$")
+      ok, err = pcall(function() return f(unpack(dev)):totable() end)
+      tide.sync()   -- raised above: not again
+      assert.is_false(ok, what)
+      assert.is_truthy(err:find(msg .. on, 1, true), ("%s: %q, not %q"):format(what, err, msg .. on))
+      return msg
+    end
+    for _, dt in ipairs { "float32", "float64" } do
+      local bad = tide.tensor({ { 1, 0, 0 }, { 0, -1, 0 }, { 0, 0, 1 } }):to(dt)
+      local good = tide.eye(3):to(dt)
+      assert.are.equal(
+        "linalg_cholesky: the matrix is not positive-definite: its leading minor of order 2 is not",
+        fails(tide.linalg.cholesky, "cholesky " .. dt, bad))
+      assert.are.equal("linalg_cholesky: the matrix is not positive-definite: its leading minor of order 2 is not "
+        .. "(batch element 2 of 4)",
+        fails(tide.linalg.cholesky, "cholesky batch " .. dt, tide.stack({ good, bad, good, bad })))
+      local singular = tide.tensor({ { 1, 2 }, { 2, 4 } }):to(dt)
+      assert.are.equal("linalg_solve: the matrix is singular: pivot 2 of its LU factorisation is zero",
+        fails(tide.linalg.inv, "inv " .. dt, singular))
+      -- A broadcast: the first element of the result's batch whose A is singular
+      local As = tide.stack({ tide.eye(2):to(dt), singular }):reshape(2, 1, 2, 2)
+      assert.are.equal("linalg_solve: the matrix is singular: pivot 2 of its LU factorisation is zero "
+        .. "(batch element 4 of 6)",
+        fails(tide.linalg.solve, "solve broadcast " .. dt, As, tide.ones(3, 2, 1):to(dt)))
+      fails(tide.linalg.solve, "solve with B of no columns " .. dt, singular, tide.zeros(2, 0):to(dt))
+    end
+  end)
+
   on_gpu("creation and shaping ops", function()
     local dev = { device = DEV }
     same(tide.zeros(3, 4), tide.zeros(3, 4, dev), "zeros")
