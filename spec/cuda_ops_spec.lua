@@ -195,7 +195,7 @@ describe("CUDA kernels against the CPU's", function()
     strided = function(a) return tide.cat({ a, a }, -1):narrow(-1, 1, a:size(-1)) end,
   }
 
-  on_gpu("linalg solve, solve_triangular and slogdet in every layout, broadcast and empty", function()
+  on_gpu("linalg solve, solve_triangular, det and slogdet in every layout, broadcast and empty", function()
     tide.manual_seed(21)
     for _, dt in ipairs { "float32", "float64" } do
       for vname, v in pairs(views) do
@@ -205,6 +205,7 @@ describe("CUDA kernels against the CPU's", function()
         all_outputs(function(a, b) return tide.linalg.solve(v(a), v(b)) end, "solve B in layout " .. what, A, Bm)
         all_outputs(function(a) return tide.linalg.inv(v(a)) end, "inv " .. what, A)
         all_outputs(function(a) return tide.linalg.slogdet(v(a)) end, "slogdet " .. what, A)
+        all_outputs(function(a) return tide.linalg.det(v(a)) end, "det " .. what, A)
         for _, upper in ipairs { true, false } do
           for _, unit in ipairs { false, true } do
             all_outputs(function(a, b)
@@ -225,6 +226,8 @@ describe("CUDA kernels against the CPU's", function()
       local D = tide.tensor({ { { 0, 1 }, { 1, 0 } }, { { 1, 2 }, { 2, 4 } }, { { 3, 1 }, { 1, 2 } } }):to(dt)
       all_outputs(tide.linalg.slogdet, "slogdet signs and a singular matrix " .. dt, D)
       all_outputs(tide.linalg.slogdet, "slogdet of 0x0 matrices " .. dt, tide.zeros(2, 0, 0):to(dt))
+      all_outputs(tide.linalg.det, "det signs and a singular matrix " .. dt, D)
+      all_outputs(tide.linalg.det, "det of 0x0 matrices " .. dt, tide.zeros(2, 0, 0):to(dt))
       all_outputs(tide.linalg.solve, "solve of an empty batch " .. dt, tide.zeros(0, 3, 3):to(dt),
         tide.zeros(0, 3, 2):to(dt))
       all_outputs(tide.linalg.solve, "solve with 0x0 matrices " .. dt, tide.zeros(2, 0, 0):to(dt),

@@ -1,6 +1,6 @@
 /*
  * linalg.cu - the matrix decompositions and solvers on CUDA (linalg_solve,
- * linalg_solve_triangular, linalg_slogdet, linalg_cholesky, linalg_eigh,
+ * linalg_solve_triangular, linalg_det, linalg_slogdet, linalg_cholesky, linalg_eigh,
  * linalg_qr, linalg_svd), giving the CPU's results (ops/cpu/lapack.c): its
  * sign rules, zeroed triangles and empty cases. Each matrix is copied,
  * converted to the compute dtype, into a column-major work buffer on the
@@ -614,38 +614,45 @@ template <typename T> int solve_triangular(const tide_devcall * c) {
 /* The sign and log |det| of each LU factorisation: U's diagonal, and a row
  * swap for each pivot that is not its own row; an exactly zero pivot (info >
  * 0) gives 0 and -inf. Summed in double, as the CPU does. lu NULL: n is 0,
- * and det is 1. */
-template <typename T>
+ * and det is 1. DET: det itself, the signed product of the diagonal, into
+ * out.o[0] alone (linalg_det). */
+template <typename T, bool DET>
 __global__ void __launch_bounds__(THREADS) slogdet_kernel(Shape s, Operands<2> out, const T * lu, const int * piv,
                                                           const int * info, int64_t n) {
     int64_t step = (int64_t)gridDim.x * blockDim.x;
     for (int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; b < s.nelem; b += step) {
-        double sign = 1, logabs = 0;
+        double sign = 1, logabs = 0, det = 1;
         if (lu && info[b] > 0) {
-            sign = 0, logabs = -INFINITY;
+            sign = 0, logabs = -INFINITY, det = 0;
         } else {
             for (int64_t i = 0; i < n; i++) {
                 double u = (double)lu[b * n * n + i * n + i];
                 if (u < 0) sign = -sign;
-                if (piv[b * n + i] != i + 1) sign = -sign;
+                if (piv[b * n + i] != i + 1) sign = -sign, det = -det;
                 logabs += log(fabs(u));
+                det *= u;
             }
         }
         int64_t off[2];
         offsets_of<2, uint64_t>(s, out.o, (uint64_t)b, off);
+        if (DET) {
+            store_as<T>((void *)out.o[0].data, out.o[0].dtype, off[0], (T)det);
+            continue;
+        }
         store_as<T>((void *)out.o[0].data, out.o[0].dtype, off[0], (T)sign);
         store_as<T>((void *)out.o[1].data, out.o[1].dtype, off[1], (T)logabs);
     }
 }
 
-template <typename T> int slogdet(const tide_devcall * c) {
+/* linalg_slogdet, or linalg_det with DET */
+template <typename T, bool DET> int slogdet(const tide_devcall * c) {
     const tide_devtensor & a = c->in[0];
     Shape                  s = shape_of(c->out[0]);   /* A's batch */
     int64_t                n = a.sizes[a.ndim - 1];
     if (int rc = check_int(c, n, n)) return rc;
     Operands<2> out;
     out.o[0]        = operand(c->out[0], s);
-    out.o[1]        = operand(c->out[1], s);
+    out.o[1]        = operand(c->out[DET ? 0 : 1], s);
     const T *   lu  = nullptr;
     const int * piv = nullptr, * info = nullptr;
     Carve       cv;
@@ -672,7 +679,7 @@ template <typename T> int slogdet(const tide_devcall * c) {
         }
         lu = aw, piv = cv.at<int>(piv_at), info = cv.at<int>(info_at);
     }
-    slogdet_kernel<T><<<blocks_for(s.nelem), THREADS, 0, (cudaStream_t)c->stream>>>(s, out, lu, piv, info, n);
+    slogdet_kernel<T, DET><<<blocks_for(s.nelem), THREADS, 0, (cudaStream_t)c->stream>>>(s, out, lu, piv, info, n);
     return launched(c);
 }
 
@@ -931,7 +938,10 @@ int k_solve_triangular(const tide_devcall * c) {
     return run(c, all_empty(c), [&](auto t) { return solve_triangular<decltype(t)>(c); });
 }
 int k_slogdet(const tide_devcall * c) {
-    return run(c, all_empty(c), [&](auto t) { return slogdet<decltype(t)>(c); });
+    return run(c, all_empty(c), [&](auto t) { return slogdet<decltype(t), false>(c); });
+}
+int k_det(const tide_devcall * c) {
+    return run(c, all_empty(c), [&](auto t) { return slogdet<decltype(t), true>(c); });
 }
 int k_cholesky(const tide_devcall * c) {
     return run(c, all_empty(c), [&](auto t) { return cholesky<decltype(t)>(c); });
@@ -950,7 +960,8 @@ int k_svd(const tide_devcall * c) {
 
 const kernel_entry linalg_kernels[] = {
     {"linalg_solve", k_solve},       {"linalg_solve_triangular", k_solve_triangular},
-    {"linalg_slogdet", k_slogdet},   {"linalg_cholesky", k_cholesky},
+    {"linalg_slogdet", k_slogdet},   {"linalg_det", k_det},
+    {"linalg_cholesky", k_cholesky},
     {"linalg_eigh", k_eigh},         {"linalg_qr", k_qr},
     {"linalg_svd", k_svd},           {nullptr, nullptr},
 };
