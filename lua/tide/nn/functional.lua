@@ -222,6 +222,99 @@ function F.dropout(x, p, training)
   return x * keep * (1 / (1 - p))
 end
 
+-- The mask shape of a feature (channel-wise) dropout of x: x's first `lead`
+-- sizes (the batch and channel dims, or the channel dim alone), then ones.
+local function feature_shape(x, lead)
+  local s = {}
+  for i = 1, x:dim() do s[i] = i <= lead and x:size(i) or 1 end
+  return s
+end
+
+-- x with elements (or, for mshape with ones, whole features) dropped: kept
+-- ones scaled by 1 / (1 - p), or, with alpha, SELU's alpha dropout, which
+-- keeps a standard input's mean and variance: a (x keep + alpha' (keep - 1 + p)),
+-- -alpha' = -SELU's scale * alpha its negative saturation and
+-- a = 1 / sqrt((alpha'^2 p + 1) (1 - p)), as ATen's.
+local ALPHA_PRIME = 1.7580993408473766
+local function drop(x, p, mshape, alpha)
+  if p == 1 then return x * 0 end
+  local keep = tide.empty(mshape, { dtype = x:dtype(), device = x:device() }):bernoulli_(1 - p)
+  if not alpha then return x * (keep * (1 / (1 - p))) end
+  local a = 1 / math.sqrt((ALPHA_PRIME * ALPHA_PRIME * p + 1) * (1 - p))
+  return (x * keep + (keep + (p - 1)) * ALPHA_PRIME) * a
+end
+
+-- A feature dropout of an input of lo or hi dimensions (lo: unbatched, unless
+-- lo_batched, as dropout2d's 3-d input is in PyTorch): whole channels zeroed.
+local function feature_dropout(fname, x, p, training, lo, hi, layouts, lo_batched)
+  need_float(x, fname, "input")
+  if p == nil then p = 0.5 end
+  need_prob(p, fname, "p")
+  if x:dim() ~= lo and x:dim() ~= hi then
+    fail(string.format("%s: expects a %d-d or %d-d input (%s), got shape %s", fname, lo, hi, layouts, shape_str(x)))
+  end
+  if not training or p == 0 then return x end
+  return drop(x, p, feature_shape(x, (x:dim() == hi or lo_batched) and 2 or 1))
+end
+
+--- Channel-wise dropout of [N, C, L] or unbatched [C, L] input: in
+-- training, zeroes each channel (all L of its elements) with probability p
+-- and scales the others by 1 / (1 - p); otherwise returns x itself.
+-- @param x [N, C, L] or [C, L]
+-- @param p default 0.5
+-- @param training default true, as PyTorch's
+-- @usage F.dropout1d(x, 0.2, model.training)
+function F.dropout1d(x, p, training)
+  return feature_dropout("dropout1d", x, p, training ~= false, 2, 3, "C, L or N, C, L")
+end
+
+--- Channel-wise dropout of [N, C, H, W] input, as F.dropout1d. A 3-d input is
+-- [N, C, L] (PyTorch's dropout2d does the same, warning that it means to
+-- read it as an unbatched [C, H, W] one day: use dropout1d for it).
+-- @param x [N, C, H, W] or [N, C, L]
+-- @usage F.dropout2d(x, 0.1, model.training)
+function F.dropout2d(x, p, training)
+  return feature_dropout("dropout2d", x, p, training ~= false, 3, 4, "N, C, L or N, C, H, W", true)
+end
+
+--- Channel-wise dropout of [N, C, D, H, W] or unbatched [C, D, H, W] input, as F.dropout1d.
+-- @usage F.dropout3d(x, 0.1, model.training)
+function F.dropout3d(x, p, training)
+  return feature_dropout("dropout3d", x, p, training ~= false, 4, 5, "C, D, H, W or N, C, D, H, W")
+end
+
+--- Alpha dropout (for SELU networks): in training, sets each element with
+-- probability p to SELU's negative saturation and rescales so that inputs of
+-- mean 0 and variance 1 keep them, as PyTorch's; otherwise returns x itself.
+-- @param x a floating-point tensor
+-- @param p default 0.5
+-- @param training default false, as PyTorch's F.alpha_dropout
+-- @usage F.alpha_dropout(x, 0.1, model.training)
+function F.alpha_dropout(x, p, training)
+  need_float(x, "alpha_dropout", "input")
+  if p == nil then p = 0.5 end
+  need_prob(p, "alpha_dropout", "p")
+  if not training or p == 0 then return x end
+  return drop(x, p, x:shape(), true)
+end
+
+--- Alpha dropout of whole channels (dimension 2 of [N, C, ...] input).
+-- @param x [N, C, ...]
+-- @param p default 0.5
+-- @param training default false, as PyTorch's
+-- @usage F.feature_alpha_dropout(x, 0.1, model.training)
+function F.feature_alpha_dropout(x, p, training)
+  local fname = "feature_alpha_dropout"
+  need_float(x, fname, "input")
+  if p == nil then p = 0.5 end
+  need_prob(p, fname, "p")
+  if x:dim() < 2 then
+    fail(string.format("%s: expects an input of at least 2 dimensions (N, C, ...), got shape %s", fname, shape_str(x)))
+  end
+  if not training or p == 0 then return x end
+  return drop(x, p, feature_shape(x, 2), true)
+end
+
 -- -- embeddings and normalisation -------------------------------------------------------
 
 --- Rows of weight picked by integer indices: out[..., :] = weight[input[...], :].
@@ -299,6 +392,45 @@ function F.layer_norm(x, normalized_shape, weight, bias, eps)
   local y = (x - mean) * (var + (eps or 1e-5)):rsqrt()
   if weight ~= nil then y = y * weight end
   if bias ~= nil then y = y + bias end
+  return y
+end
+
+-- The machine epsilon of each floating dtype (torch.finfo(dtype).eps).
+local FINFO_EPS = { float32 = 2^-23, float64 = 2^-52, float16 = 2^-10, bfloat16 = 2^-7 }
+
+--- Root-mean-square normalisation over the last dimensions: x / sqrt(mean(x^2)
+-- + eps), then * weight, as torch.nn.functional.rms_norm.
+-- @param x [*, normalized_shape...]
+-- @param normalized_shape a size or a table of sizes (the trailing dimensions of x)
+-- @param weight normalized_shape or nil
+-- @param eps default: the machine epsilon of x's dtype (torch.finfo(dtype).eps)
+-- @return a tensor of x's shape
+-- @usage F.rms_norm(x, { 64 }, w)
+function F.rms_norm(x, normalized_shape, weight, eps)
+  need_float(x, "rms_norm", "input")
+  local ns = norm_shape(normalized_shape, "rms_norm")
+  local k, nd = #ns, x:dim()
+  local ok = nd >= k
+  for i = 1, k do ok = ok and x:size(nd - k + i) == ns[i] end
+  if not ok then
+    fail(string.format("rms_norm: input of shape %s does not end with normalized_shape %s", shape_str(x),
+      list_str(ns)))
+  end
+  if weight ~= nil then
+    need_float(weight, "rms_norm", "weight")
+    if table.concat(weight:shape(), ",") ~= table.concat(ns, ",") then
+      fail(string.format("rms_norm: weight of shape %s does not match normalized_shape %s", shape_str(weight),
+        list_str(ns)))
+    end
+  end
+  if eps == nil then eps = FINFO_EPS[x:dtype()] end
+  if type(eps) ~= "number" or not (eps >= 0) then
+    fail(string.format("rms_norm: eps must be a non-negative number, got %s", tostring(eps)))
+  end
+  local dims = {}
+  for i = 1, k do dims[i] = -i end
+  local y = x * ((x * x):mean(dims, true) + eps):rsqrt()
+  if weight ~= nil then y = y * weight end
   return y
 end
 

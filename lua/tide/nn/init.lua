@@ -307,6 +307,40 @@ function LayerNorm:extra_repr()
 end
 nn.LayerNorm = LayerNorm
 
+--- nn.RMSNorm(normalized_shape, opts): F.rms_norm over the trailing
+-- dimensions normalized_shape, then scales by weight (ones), as torch.nn.RMSNorm.
+-- @param normalized_shape a size or a table of sizes
+-- @param opts {eps = nil (the machine epsilon of the input's dtype), elementwise_affine = true, dtype, device}
+-- @usage local norm = nn.RMSNorm(64)
+local RMSNorm = Module:extend("RMSNorm")
+function RMSNorm:init(normalized_shape, opts)
+  local o = opts_of(opts, "RMSNorm")
+  local ns = type(normalized_shape) == "number" and { normalized_shape } or normalized_shape
+  if type(ns) ~= "table" or #ns == 0 then
+    fail("RMSNorm: normalized_shape must be a size or a non-empty table of sizes, got " .. tostring(normalized_shape))
+  end
+  local copy = {}
+  for i, s in ipairs(ns) do copy[i] = need_size(s, "RMSNorm", "normalized_shape") end
+  if o.eps ~= nil and (type(o.eps) ~= "number" or not (o.eps >= 0)) then
+    fail("RMSNorm: eps must be a non-negative number or nil, got " .. tostring(o.eps))
+  end
+  self.normalized_shape, self.eps = copy, o.eps
+  self.elementwise_affine = o.elementwise_affine ~= false
+  if self.elementwise_affine then self:register_parameter("weight", new_tensor(copy, o)) end
+  self:reset_parameters()
+end
+--- Sets the weight to ones.
+-- @usage norm:reset_parameters()
+function RMSNorm:reset_parameters()
+  if self.weight then init.ones_(self.weight) end
+end
+function RMSNorm:forward(x) return F.rms_norm(x, self.normalized_shape, self.weight, self.eps) end
+function RMSNorm:extra_repr()
+  return string.format("{%s}, eps=%s, elementwise_affine=%s", table.concat(self.normalized_shape, ", "),
+    self.eps and string.format("%g", self.eps) or "nil", tostring(self.elementwise_affine))
+end
+nn.RMSNorm = RMSNorm
+
 -- Batch normalisation, shared by BatchNorm1d and BatchNorm2d (which differ in
 -- the input dimensions they accept).
 local BatchNorm = Module:extend("_BatchNorm")
@@ -406,13 +440,25 @@ local Dropout = Module:extend("Dropout")
 function Dropout:init(p)
   if p == nil then p = 0.5 end
   if type(p) ~= "number" or p < 0 or p > 1 then
-    fail("Dropout: p must be a number between 0 and 1, got " .. tostring(p))
+    fail(self:class_name() .. ": p must be a number between 0 and 1, got " .. tostring(p))
   end
   self.p = p
 end
 function Dropout:forward(x) return F.dropout(x, self.p, self.training) end
 function Dropout:extra_repr() return string.format("p=%g", self.p) end
 nn.Dropout = Dropout
+
+--- nn.Dropout1d(p), nn.Dropout2d(p), nn.Dropout3d(p): channel-wise dropout
+-- (F.dropout1d/2d/3d) in training mode, the identity in evaluation.
+-- nn.AlphaDropout(p) and nn.FeatureAlphaDropout(p): F.alpha_dropout and
+-- F.feature_alpha_dropout (for SELU networks) in the same way.
+-- @usage local drop = nn.Dropout2d(0.2)
+for name, f in pairs { Dropout1d = F.dropout1d, Dropout2d = F.dropout2d, Dropout3d = F.dropout3d,
+                       AlphaDropout = F.alpha_dropout, FeatureAlphaDropout = F.feature_alpha_dropout } do
+  local cls = Dropout:extend(name)
+  function cls:forward(x) return f(x, self.p, self.training) end
+  nn[name] = cls
+end
 
 --- nn.Flatten(start_dim = 2, end_dim = -1): flattens dimensions start_dim ..
 -- end_dim into one (by default everything but the batch dimension).

@@ -1,0 +1,227 @@
+-- nn functional extras: the channel and alpha dropouts (train/eval, the
+-- fraction zeroed and the scaling, with a fixed seed) and rms_norm, against
+-- hand-computed values and plain-Lua float64 references of PyTorch's
+-- formulas, on contiguous and non-contiguous inputs, batched, unbatched and
+-- empty; gradcheck; the modules' parameters and printing; every error.
+local tide = require "tide"
+local H = require "spec.helpers"
+local nn, F = tide.nn, tide.nn.functional
+local sqrt, abs = math.sqrt, math.abs
+
+local gradcheck = tide.autograd.gradcheck
+
+-- -- data and references ---------------------------------------------------------------
+
+local seed = 11
+-- A float64 tensor of shape with deterministic values in [lo, hi), and its flat values.
+local function rnd(shape, lo, hi)
+  local n = 1
+  for _, s in ipairs(shape) do n = n * s end
+  local vals = H.values(n, lo or -1, hi or 1, seed)
+  seed = seed + 7919
+  return tide.tensor(H.nest(vals, shape), "float64"), vals
+end
+
+local function each_layout(x, f)
+  for name, t in pairs(H.layouts(x)) do f(t, name) end
+end
+
+local function leaf(t) return t:clone():requires_grad_() end
+local function i64(v) return tide.tensor(v, "int64") end
+
+-- -- specs --------------------------------------------------------------------------------
+
+describe("nn functional extras", function()
+  describe("channel and alpha dropouts", function()
+    local function frac_zero(t)
+      local z, vals = 0, H.flat(t:totable())
+      for _, v in ipairs(vals) do if v == 0 then z = z + 1 end end
+      return z / #vals, vals
+    end
+
+    it("dropout1d/2d/3d zero whole channels with probability p and scale the rest by 1 / (1 - p)", function()
+      for _, case in ipairs {
+        { F.dropout1d, { 40, 50, 6 }, 2 }, { F.dropout1d, { 2000, 6 }, 1 },   -- unbatched [C, L]
+        { F.dropout2d, { 40, 50, 2, 3 }, 2 }, { F.dropout2d, { 40, 50, 6 }, 2 },   -- 3-d: [N, C, L], as PyTorch
+        { F.dropout3d, { 40, 50, 1, 2, 3 }, 2 }, { F.dropout3d, { 2000, 1, 2, 3 }, 1 },   -- unbatched [C, D, H, W]
+      } do
+        local f, shape, lead = case[1], case[2], case[3]
+        tide.manual_seed(5)
+        local y = f(tide.ones(shape), 0.3)
+        local chans = y:reshape(shape[1] * (lead == 2 and shape[2] or 1), -1)
+        local lo, hi = chans:min(2), chans:max(2)
+        H.equal(lo, hi, "each channel zeroed or kept whole")
+        local frac, vals = frac_zero(lo)
+        assert.is_true(abs(frac - 0.3) < 0.04, "fraction zeroed " .. frac)
+        for _, v in ipairs(vals) do assert.is_true(v == 0 or abs(v - 1 / 0.7) < 1e-6, "value " .. v) end
+      end
+    end)
+
+    it("dropout2d is the identity in evaluation or for p = 0, and zeroes all for p = 1", function()
+      local x = tide.randn(2, 3, 4, 4)
+      assert.are.equal(x, F.dropout2d(x, 0.5, false))
+      assert.are.equal(x, F.dropout2d(x, 0))
+      local x1 = x[1]
+      assert.are.equal(x1, F.dropout1d(x1, 0.5, false))
+      assert.are.equal(x, F.dropout3d(x, 0.5, false))
+      H.equal(F.dropout3d(x[1]:unsqueeze(1), 1), tide.zeros({ 1, 3, 4, 4 }))
+      assert.are.same({ 0, 3, 4, 4 }, F.dropout2d(tide.zeros({ 0, 3, 4, 4 }), 0.5):shape())
+    end)
+
+    it("draw the same mask for contiguous and non-contiguous inputs, and pass the mask's gradient", function()
+      local x = rnd({ 4, 6, 5 })
+      each_layout(x, function(t, name)
+        tide.manual_seed(9)
+        local want = F.dropout1d(x, 0.5)
+        tide.manual_seed(9)
+        H.equal(F.dropout1d(t, 0.5), want, name)
+      end)
+      local ones = tide.ones({ 3, 4, 2, 2 }, "float64"):requires_grad_()
+      tide.manual_seed(3)
+      local y = F.dropout2d(ones, 0.25)
+      y:sum():backward()
+      H.equal(ones.grad, y:detach())
+    end)
+
+    it("alpha_dropout keeps a standard normal input's mean and variance, and sets dropped elements to a' alpha (p - 1)", function()
+      local p, alpha = 0.2, 1.7580993408473766
+      local a = 1 / sqrt((alpha * alpha * p + 1) * (1 - p))
+      tide.manual_seed(1)
+      local x = tide.randn(40000, "float64")
+      local y = F.alpha_dropout(x, p, true)
+      local xs, ys = H.flat(x:totable()), H.flat(y:totable())
+      local dropped, sum, sq = 0, 0, 0
+      for i = 1, #xs do
+        local kept = a * (xs[i] + alpha * p)
+        if abs(ys[i] - a * alpha * (p - 1)) < 1e-12 and abs(ys[i] - kept) > 1e-9 then
+          dropped = dropped + 1
+        else
+          assert.is_true(abs(ys[i] - kept) < 1e-12, "element " .. i)
+        end
+        sum, sq = sum + ys[i], sq + ys[i] * ys[i]
+      end
+      assert.is_true(abs(dropped / #xs - p) < 0.01, "fraction dropped " .. dropped / #xs)
+      local mean = sum / #xs
+      assert.is_true(abs(mean) < 0.03, "mean " .. mean)
+      assert.is_true(abs(sq / #xs - mean * mean - 1) < 0.03, "variance " .. sq / #xs - mean * mean)
+      -- PyTorch's F.alpha_dropout defaults to training = false
+      assert.are.equal(x, F.alpha_dropout(x, 0.5))
+      local x3 = x:view(4, 10, 1000)
+      assert.are.equal(x3, F.feature_alpha_dropout(x3))
+      H.equal(F.alpha_dropout(x:narrow(1, 1, 4), 1, true), { 0, 0, 0, 0 })
+    end)
+
+    it("feature_alpha_dropout drops whole channels", function()
+      tide.manual_seed(4)
+      local y = F.feature_alpha_dropout(tide.zeros({ 30, 40, 5 }), 0.5, true)
+      local lo, hi = y:min(3), y:max(3)
+      H.equal(lo, hi)
+      local frac = frac_zero(lo:ne(lo:max()))   -- channels at the dropped value
+      assert.is_true(abs(frac - 0.5) < 0.05, "fraction dropped " .. frac)
+    end)
+
+    it("nn.Dropout1d/2d/3d, AlphaDropout and FeatureAlphaDropout follow train and eval", function()
+      local x = tide.ones({ 8, 16, 4, 4 })
+      for _, cls in ipairs { nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout } do
+        local m = cls(0.5)
+        assert.are.equal(0, #m:parameters())
+        assert.are.same({}, m:state_dict_keys())
+        tide.manual_seed(2)
+        local y = m(x)
+        assert.is_true(y:ne(1):any():item(), cls.__name .. " drops in training")
+        m:eval()
+        assert.are.equal(x, m(x))
+      end
+      local d1 = nn.Dropout1d(0.25)
+      tide.manual_seed(6)
+      local y = d1(tide.ones(4, 8, 3))
+      tide.manual_seed(6)
+      H.equal(y, F.dropout1d(tide.ones(4, 8, 3), 0.25))
+      assert.are.equal("Dropout2d(p=0.3)", tostring(nn.Dropout2d(0.3)))
+      assert.are.equal("AlphaDropout(p=0.5)", tostring(nn.AlphaDropout()))
+      assert.has_error(function() nn.Dropout3d(1.5) end, "Dropout3d: p must be a number between 0 and 1, got 1.5")
+    end)
+
+    it("name the function and the shape in their errors", function()
+      assert.has_error(function() F.dropout1d(tide.ones(2, 3, 4, 5)) end,
+        "dropout1d: expects a 2-d or 3-d input (C, L or N, C, L), got shape [2,3,4,5]")
+      assert.has_error(function() F.dropout2d(tide.ones(2, 3)) end,
+        "dropout2d: expects a 3-d or 4-d input (N, C, L or N, C, H, W), got shape [2,3]")
+      assert.has_error(function() F.dropout3d(tide.ones(2, 3, 4)) end,
+        "dropout3d: expects a 4-d or 5-d input (C, D, H, W or N, C, D, H, W), got shape [2,3,4]")
+      assert.has_error(function() F.dropout2d(tide.ones(2, 3, 4), 1.2) end,
+        "dropout2d: p must be a number between 0 and 1, got 1.2")
+      assert.has_error(function() F.dropout1d(i64({ { 1 } })) end,
+        "dropout1d: input must be a floating-point tensor, got int64")
+      assert.has_error(function() F.alpha_dropout(tide.ones(2), -0.1, true) end,
+        "alpha_dropout: p must be a number between 0 and 1, got -0.1")
+      assert.has_error(function() F.feature_alpha_dropout(tide.ones(2), 0.5, true) end,
+        "feature_alpha_dropout: expects an input of at least 2 dimensions (N, C, ...), got shape [2]")
+    end)
+  end)
+
+  describe("rms_norm", function()
+    local function ref(x, xs, k, w, eps)
+      local inner = 1
+      for i = #xs - k + 1, #xs do inner = inner * xs[i] end
+      local r = {}
+      for o = 0, #x / inner - 1 do
+        local s = 0
+        for j = 1, inner do s = s + x[o * inner + j] ^ 2 end
+        local scale = 1 / sqrt(s / inner + eps)
+        for j = 1, inner do r[o * inner + j] = x[o * inner + j] * scale * (w and w[j] or 1) end
+      end
+      return H.nest(r, xs)
+    end
+
+    it("matches a float64 reference over one or two trailing dims, with and without weight, on any layout", function()
+      local xs = { 3, 4, 5 }
+      local x, xv = rnd(xs, -2, 2)
+      local w, wv = rnd({ 5 })
+      local want = ref(xv, xs, 1, wv, 1e-6)
+      each_layout(x, function(t, name) H.close(F.rms_norm(t, 5, w, 1e-6), want, 1e-12, 1e-14, name) end)
+      local w2, wv2 = rnd({ 4, 5 })
+      H.close(F.rms_norm(x, { 4, 5 }, w2, 0.1), ref(xv, xs, 2, wv2, 0.1), 1e-12, 1e-14)
+      H.close(F.rms_norm(x[2], { 4, 5 }), ref(xv, xs, 2, nil, 2^-52)[2], 1e-12, 1e-14)
+      assert.are.same({ 0, 4, 5 }, F.rms_norm(tide.zeros({ 0, 4, 5 }), { 5 }):shape())
+    end)
+
+    it("defaults eps to the machine epsilon of the input's dtype", function()
+      -- x^2 near eps: 1e-4 / sqrt(1e-8 + 2^-23) in float32, 1e-8 / sqrt(1e-16 + 2^-52) in float64
+      H.close(F.rms_norm(tide.full({ 2, 3 }, 1e-4), 3), tide.full({ 2, 3 }, 1e-4 / sqrt(1e-8 + 2^-23)), 1e-5)
+      H.close(F.rms_norm(tide.full({ 3 }, 1e-8, "float64"), 3), tide.full({ 3 }, 1e-8 / sqrt(1e-16 + 2^-52), "float64"),
+        1e-12)
+    end)
+
+    it("has gradients (gradcheck)", function()
+      local x, w = leaf(rnd({ 2, 3, 4 })), leaf(rnd({ 3, 4 }))
+      assert.is_true(gradcheck(function(a, b) return F.rms_norm(a, { 3, 4 }, b, 1e-3) end, { x, w }))
+    end)
+
+    it("nn.RMSNorm has PyTorch's weight (ones), options and printing", function()
+      local m = nn.RMSNorm({ 3, 4 })
+      assert.are.same({ "weight" }, m:state_dict_keys())
+      assert.are.same({ 3, 4 }, m.weight:shape())
+      H.equal(m.weight, tide.ones(3, 4))
+      assert.is_true(m.weight.requires_grad)
+      local x = tide.randn(2, 3, 4)
+      H.close(m(x), F.rms_norm(x, { 3, 4 }), 1e-6, 1e-7)
+      local plain = nn.RMSNorm(4, { eps = 1e-3, elementwise_affine = false, dtype = "float64" })
+      assert.are.same({}, plain:state_dict_keys())
+      H.close(plain(x:double()), F.rms_norm(x:double(), 4, nil, 1e-3), 1e-12)
+      assert.are.equal("RMSNorm({3, 4}, eps=nil, elementwise_affine=true)", tostring(m))
+      assert.are.equal("RMSNorm({4}, eps=0.001, elementwise_affine=false)", tostring(plain))
+      assert.has_error(function() nn.RMSNorm(4, { eps = -1 }) end,
+        "RMSNorm: eps must be a non-negative number or nil, got -1")
+    end)
+
+    it("names the shapes in its errors", function()
+      assert.has_error(function() F.rms_norm(tide.ones(2, 3), 4) end,
+        "rms_norm: input of shape [2,3] does not end with normalized_shape [4]")
+      assert.has_error(function() F.rms_norm(tide.ones(2, 3), 3, tide.ones(2)) end,
+        "rms_norm: weight of shape [2] does not match normalized_shape [3]")
+      assert.has_error(function() F.rms_norm(tide.ones(2, 3), 3, nil, "x") end,
+        "rms_norm: eps must be a non-negative number, got x")
+    end)
+  end)
+end)
