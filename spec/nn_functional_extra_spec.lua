@@ -1,12 +1,13 @@
 -- nn functional extras: the channel and alpha dropouts (train/eval, the
--- fraction zeroed and the scaling, with a fixed seed) and rms_norm, against
--- hand-computed values and plain-Lua float64 references of PyTorch's
--- formulas, on contiguous and non-contiguous inputs, batched, unbatched and
--- empty; gradcheck; the modules' parameters and printing; every error.
+-- fraction zeroed and the scaling, with a fixed seed), rms_norm, the shrinks,
+-- rrelu and gumbel_softmax, against hand-computed values and plain-Lua
+-- float64 references of PyTorch's formulas, on contiguous and non-contiguous
+-- inputs, batched, unbatched and empty; gradcheck of each differentiable one;
+-- the modules' parameters and printing; every error.
 local tide = require "tide"
 local H = require "spec.helpers"
 local nn, F = tide.nn, tide.nn.functional
-local sqrt, abs = math.sqrt, math.abs
+local log, sqrt, abs = math.log, math.sqrt, math.abs
 
 local gradcheck = tide.autograd.gradcheck
 
@@ -222,6 +223,104 @@ describe("nn functional extras", function()
         "rms_norm: weight of shape [2] does not match normalized_shape [3]")
       assert.has_error(function() F.rms_norm(tide.ones(2, 3), 3, nil, "x") end,
         "rms_norm: eps must be a non-negative number, got x")
+    end)
+  end)
+
+  describe("activations", function()
+    it("hardshrink and softshrink match hand-computed values, with no gradient inside [-lambd, lambd]", function()
+      local x = tide.tensor({ -2, -0.5, -0.25, 0, 0.25, 0.5, 0.75 }, "float64")
+      H.equal(F.hardshrink(x), { -2, 0, 0, 0, 0, 0, 0.75 })
+      H.equal(F.hardshrink(x, 0.2), { -2, -0.5, -0.25, 0, 0.25, 0.5, 0.75 })
+      H.equal(F.softshrink(x), { -1.5, 0, 0, 0, 0, 0, 0.25 })
+      H.close(F.softshrink(x, 0.2), { -1.8, -0.3, -0.05, 0, 0.05, 0.3, 0.55 }, 1e-14)
+      local nc = x:view(1, 7):expand(2, 7):t()
+      H.equal(F.softshrink(nc):t(), { { -1.5, 0, 0, 0, 0, 0, 0.25 }, { -1.5, 0, 0, 0, 0, 0, 0.25 } })
+      local g = x:clone():requires_grad_()
+      F.softshrink(g):sum():backward()
+      H.equal(g.grad, { 1, 0, 0, 0, 0, 0, 1 })
+      local xg = leaf(tide.tensor({ -1.3, -0.2, 0.1, 0.9 }, "float64"))
+      assert.is_true(gradcheck(function(a) return F.hardshrink(a) end, { xg }))
+      assert.is_true(gradcheck(function(a) return F.softshrink(a, 0.3) end, { xg }))
+      assert.are.equal("Hardshrink(lambd=0.5)", tostring(nn.Hardshrink()))
+      assert.are.equal("Softshrink(lambd=0.1)", tostring(nn.Softshrink(0.1)))
+      H.equal(nn.Softshrink(0.2)(x), F.softshrink(x, 0.2))
+      assert.has_error(function() F.softshrink(x, -1) end, "softshrink: lambd must not be negative, got -1")
+      assert.has_error(function() nn.Softshrink(-0.5) end, "Softshrink: lambd must not be negative, got -0.5")
+      assert.has_error(function() F.hardshrink(x, "a") end, "hardshrink: lambd must be a number, got string")
+    end)
+
+    it("rrelu draws a slope in [lower, upper] per negative element in training, and uses their mean otherwise", function()
+      local x = tide.tensor({ -2, -1, 0, 3 }, "float64")
+      H.close(F.rrelu(x), { -2 * (1 / 8 + 1 / 3) / 2, -(1 / 8 + 1 / 3) / 2, 0, 3 }, 1e-14)
+      H.close(F.rrelu(x, 0.1, 0.3, false), { -0.4, -0.2, 0, 3 }, 1e-14)
+      tide.manual_seed(8)
+      local neg = -tide.ones(5000, "float64")
+      local xg = neg:clone():requires_grad_()
+      local y = F.rrelu(xg, 0.1, 0.3, true)
+      local slopes = H.flat((-y):detach():totable())
+      local lo, hi, sum = 1, 0, 0
+      for _, s in ipairs(slopes) do lo, hi, sum = math.min(lo, s), math.max(hi, s), sum + s end
+      assert.is_true(lo >= 0.1 and hi <= 0.3 and lo < 0.11 and hi > 0.29, lo .. " " .. hi)
+      assert.is_true(abs(sum / #slopes - 0.2) < 0.005)
+      y:sum():backward()
+      H.equal(xg.grad, (-y):detach())   -- the gradient is each element's slope
+      H.equal(F.rrelu(tide.tensor({ 1, 2 }), nil, nil, true), { 1, 2 })
+      local m = nn.RReLU(0.1, 0.3)
+      tide.manual_seed(8)
+      H.equal(m(neg), y:detach())
+      m:eval()
+      H.close(m(neg), tide.full({ 5000 }, -0.2, "float64"), 1e-14)
+      assert.are.equal("RReLU(lower=0.1, upper=0.3)", tostring(m))
+      assert.has_error(function() F.rrelu(x, 0.5, 0.2) end, "rrelu: lower (0.5) must not be greater than upper (0.2)")
+      assert.has_error(function() nn.RReLU(0.5, 0.2) end, "RReLU: lower (0.5) must not be greater than upper (0.2)")
+    end)
+
+    it("gumbel_softmax samples the softmax of logits: soft rows sum to 1, hard ones are one-hot with the soft gradient", function()
+      local logits = tide.tensor({ { log(0.5), log(0.3), log(0.2) } }, "float64"):expand(6000, 3):contiguous()
+      tide.manual_seed(12)
+      local soft = F.gumbel_softmax(logits, { tau = 0.5 })
+      H.close(soft:sum(2), tide.ones(6000, "float64"), 1e-12)
+      assert.is_true(soft:gt(0):all():item())
+      -- the Gumbel-max trick: the argmax is distributed as softmax(logits)
+      local counts = F.one_hot(soft:argmax(2), 3):sum(1):totable()
+      for j, pj in ipairs { 0.5, 0.3, 0.2 } do
+        assert.is_true(abs(counts[j] / 6000 - pj) < 0.025, "class " .. j .. ": " .. counts[j] / 6000)
+      end
+      local lg = logits:narrow(1, 1, 4):clone():requires_grad_()
+      local w = rnd({ 4, 3 })
+      tide.manual_seed(13)
+      local y = F.gumbel_softmax(lg, { hard = true })
+      H.equal(y:sum(2), { 1, 1, 1, 1 })
+      assert.is_true(y:eq(0):logical_or(y:eq(1)):all():item())
+      tide.manual_seed(13)
+      local ys = F.gumbel_softmax(lg)
+      H.equal(y:argmax(2), ys:argmax(2))
+      local g_hard = tide.autograd.grad((y * w):sum(), { lg })[1]
+      local g_soft = tide.autograd.grad((ys * w):sum(), { lg })[1]
+      H.close(g_hard, g_soft, 1e-12, 1e-14)
+      -- along another dim
+      tide.manual_seed(14)
+      local yd = F.gumbel_softmax(tide.randn(3, 5), { dim = 1, hard = true })
+      H.equal(yd:sum(1), { 1, 1, 1, 1, 1 })
+      assert.has_error(function() F.gumbel_softmax(lg, { tau = 0 }) end, "gumbel_softmax: tau must be positive, got 0")
+      assert.has_error(function() F.gumbel_softmax(lg, { dim = 3 }) end,
+        "gumbel_softmax: dim 3 is out of range for input of shape [4,3]")
+      assert.has_error(function() F.gumbel_softmax(lg, 2) end, "gumbel_softmax: options must be a table, got number")
+    end)
+
+    it("nn.Softmax2d is the softmax over the channels at each position", function()
+      local x = rnd({ 2, 3, 2, 2 })
+      local m = nn.Softmax2d()
+      H.close(m(x), x:softmax(2), 1e-14)
+      H.close(m(x[1]), x[1]:softmax(1), 1e-14)
+      assert.has_error(function() m(tide.ones(2, 3)) end,
+        "Softmax2d: expects a 3-d (C, H, W) or 4-d (N, C, H, W) input, got shape [2,3]")
+    end)
+
+    it("F.pdist and F.upsample are tide.pdist and F.interpolate", function()
+      assert.are.equal(tide.pdist, F.pdist)
+      assert.are.equal(F.interpolate, F.upsample)
+      H.close(F.pdist(tide.tensor({ { 0, 0 }, { 3, 4 }, { 0, 1 } }, "float64")), { 5, 1, sqrt(18) }, 1e-14)
     end)
   end)
 end)

@@ -1,6 +1,7 @@
 --- tide.nn.activation: the activations of torch.nn beyond those in tide.nn
 -- (LeakyReLU, ELU, SELU, CELU, Softplus, Hardtanh, ReLU6, the hard and smooth
--- sigmoids and swishes, PReLU, GLU, Softmin...), and the vector similarities
+-- sigmoids and swishes, the shrinks, PReLU, RReLU, GLU, Softmin, Softmax2d,
+-- gumbel_softmax...), and the vector similarities
 -- (F.normalize, cosine similarity, pairwise distance), as functions of
 -- tide.nn.functional and as modules. Each is composed of tensor ops, in the
 -- forms that stay finite at large |x| in value and gradient; autograd does the rest.
@@ -231,6 +232,84 @@ return function(nn)
     return tide.where(x:gt(threshold), x, value)
   end
 
+  --- F.hardshrink(x, lambd): x where |x| > lambd, else 0.
+  -- @param x a floating-point tensor
+  -- @param lambd default 0.5
+  -- @usage F.hardshrink(x, 0.1)
+  function F.hardshrink(x, lambd)
+    need_float(x, "hardshrink", "input")
+    lambd = need_number(lambd == nil and 0.5 or lambd, "hardshrink", "lambd")
+    return tide.where(x:abs():gt(lambd), x, 0)
+  end
+
+  local function need_lambd(lambd, name)
+    lambd = need_number(lambd == nil and 0.5 or lambd, name, "lambd")
+    if lambd < 0 then fail(string.format("%s: lambd must not be negative, got %g", name, lambd)) end
+    return lambd
+  end
+
+  --- F.softshrink(x, lambd): x - lambd where x > lambd, x + lambd where
+  -- x < -lambd, else 0 (the gradient is 0 at +-lambd, as torch's).
+  -- @param x a floating-point tensor
+  -- @param lambd default 0.5, not negative
+  -- @usage F.softshrink(x, 0.1)
+  function F.softshrink(x, lambd)
+    need_float(x, "softshrink", "input")
+    lambd = need_lambd(lambd, "softshrink")
+    return tide.where(x:gt(lambd), x - lambd, tide.where(x:lt(-lambd), x + lambd, 0))
+  end
+
+  local function rrelu_bounds(lower, upper, name)
+    lower = need_number(lower == nil and 1 / 8 or lower, name, "lower")
+    upper = need_number(upper == nil and 1 / 3 or upper, name, "upper")
+    if lower > upper then
+      fail(string.format("%s: lower (%g) must not be greater than upper (%g)", name, lower, upper))
+    end
+    return lower, upper
+  end
+
+  --- F.rrelu(x, lower, upper, training): randomized leaky ReLU. In training,
+  -- x where x > 0, else a x with a drawn from U(lower, upper) for each element
+  -- (tide's generator); otherwise leaky_relu with slope (lower + upper) / 2.
+  -- @param x a floating-point tensor
+  -- @param lower default 1/8
+  -- @param upper default 1/3
+  -- @param training default false, as PyTorch's F.rrelu
+  -- @usage F.rrelu(x, 0.1, 0.3, model.training)
+  function F.rrelu(x, lower, upper, training)
+    need_float(x, "rrelu", "input")
+    lower, upper = rrelu_bounds(lower, upper, "rrelu")
+    if not training then return tide.where(x:gt(0), x, x * ((lower + upper) / 2)) end
+    local a = tide.rand(x:shape(), { dtype = x:dtype(), device = x:device() }) * (upper - lower) + lower
+    return tide.where(x:gt(0), x, x * a)
+  end
+
+  --- F.gumbel_softmax(logits, {tau = 1, hard = false, dim = -1}): a sample
+  -- of the Gumbel-softmax distribution, softmax((logits + g) / tau) along dim
+  -- with g drawn from Gumbel(0, 1) (tide's generator). With hard, the one-hot
+  -- vector of its largest element, with the soft sample's gradient (the
+  -- straight-through estimator: y_hard - y_soft:detach() + y_soft).
+  -- @param logits a floating-point tensor of unnormalised log-probabilities
+  -- @param opts {tau = 1 (positive), hard = false, dim = -1}
+  -- @usage local y = F.gumbel_softmax(logits, { tau = 0.5, hard = true })
+  function F.gumbel_softmax(logits, opts)
+    local fname = "gumbel_softmax"
+    opts = options(opts, fname)
+    need_float(logits, fname, "logits")
+    local tau = need_number(opts.tau == nil and 1 or opts.tau, fname, "tau")
+    if not (tau > 0) then fail(string.format("%s: tau must be positive, got %g", fname, tau)) end
+    if logits:dim() == 0 then fail(fname .. ": logits must have at least 1 dimension, got a 0-d tensor") end
+    local dim = need_dim(opts.dim == nil and -1 or opts.dim, logits:dim(), shape_str(logits), fname)
+    -- g = -log(e), e ~ Exp(1) as -log(1 - u), u ~ U[0, 1): e is 0 only for u = 0, kept finite by the clamp
+    local u = tide.rand(logits:shape(), { dtype = logits:dtype(), device = logits:device() })
+    local g = -((-u):log1p():neg():clamp(1e-30):log())
+    local y = ((logits + g) / tau):softmax(dim)
+    if not opts.hard then return y end
+    local _, idx = y:max(dim, true)
+    local hard = tide.zeros(logits:shape(), { dtype = logits:dtype(), device = logits:device() }):scatter(dim, idx, 1)
+    return hard - y:detach() + y
+  end
+
   --- F.prelu(x, weight): x where x > 0, else weight * x, with one weight or
   -- one per channel (dimension 2 of x).
   -- @param x a floating-point tensor
@@ -338,6 +417,11 @@ return function(nn)
     return pnorm(d, p, -1, opts.keepdim and true or false)
   end
 
+  --- F.pdist(x, p): tide.pdist, the p-norm distances between the rows of x
+  -- [N, M] (each pair i < j), as torch.nn.functional.pdist.
+  -- @usage F.pdist(points, 2)
+  F.pdist = tide.pdist
+
   -- -- modules ---------------------------------------------------------------------------------
 
   -- Activations without options.
@@ -371,6 +455,40 @@ return function(nn)
   --- nn.CELU(alpha = 1): F.celu as a module.
   -- @usage local act = nn.CELU(0.5)
   one_option("CELU", "alpha", 1, F.celu, true)
+
+  --- nn.Hardshrink(lambd = 0.5): F.hardshrink as a module.
+  -- @usage local act = nn.Hardshrink(0.1)
+  one_option("Hardshrink", "lambd", 0.5, F.hardshrink)
+
+  --- nn.Softshrink(lambd = 0.5): F.softshrink as a module.
+  -- @usage local act = nn.Softshrink(0.1)
+  local Softshrink = Module:extend("Softshrink")
+  function Softshrink:init(lambd) self.lambd = need_lambd(lambd, "Softshrink") end
+  function Softshrink:forward(x) return F.softshrink(x, self.lambd) end
+  function Softshrink:extra_repr() return string.format("lambd=%g", self.lambd) end
+  nn.Softshrink = Softshrink
+
+  --- nn.RReLU(lower = 1/8, upper = 1/3): F.rrelu, with random slopes in
+  -- training mode and their mean in evaluation.
+  -- @usage local act = nn.RReLU(0.1, 0.3)
+  local RReLU = Module:extend("RReLU")
+  function RReLU:init(lower, upper) self.lower, self.upper = rrelu_bounds(lower, upper, "RReLU") end
+  function RReLU:forward(x) return F.rrelu(x, self.lower, self.upper, self.training) end
+  function RReLU:extra_repr() return string.format("lower=%g, upper=%g", self.lower, self.upper) end
+  nn.RReLU = RReLU
+
+  --- nn.Softmax2d(): softmax over the channels (dimension -3) of [N, C, H, W]
+  -- or [C, H, W] input, at each position.
+  -- @usage local sm = nn.Softmax2d()
+  local Softmax2d = Module:extend("Softmax2d")
+  function Softmax2d:forward(x)
+    need_float(x, "Softmax2d", "input")
+    if x:dim() ~= 3 and x:dim() ~= 4 then
+      fail(string.format("Softmax2d: expects a 3-d (C, H, W) or 4-d (N, C, H, W) input, got shape %s", shape_str(x)))
+    end
+    return x:softmax(-3)
+  end
+  nn.Softmax2d = Softmax2d
 
   --- nn.Softplus(beta = 1, threshold = 20): F.softplus as a module.
   -- @usage local act = nn.Softplus(2)

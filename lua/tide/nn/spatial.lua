@@ -1001,6 +1001,10 @@ return function(nn)
     return y
   end
 
+  --- F.upsample(x, opts): F.interpolate, under the older name PyTorch keeps for it.
+  -- @usage local y = F.upsample(x, { scale_factor = 2 })
+  F.upsample = F.interpolate
+
   --- nn.Upsample(opts): F.interpolate with opts {size, scale_factor, mode="nearest",
   -- align_corners, recompute_scale_factor}, as torch.nn.Upsample.
   -- @usage local up = nn.Upsample({ scale_factor = 2, mode = "bilinear" })
