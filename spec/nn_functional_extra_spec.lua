@@ -1,13 +1,14 @@
 -- nn functional extras: the channel and alpha dropouts (train/eval, the
 -- fraction zeroed and the scaling, with a fixed seed), rms_norm, the shrinks,
--- rrelu and gumbel_softmax, against hand-computed values and plain-Lua
--- float64 references of PyTorch's formulas, on contiguous and non-contiguous
--- inputs, batched, unbatched and empty; gradcheck of each differentiable one;
--- the modules' parameters and printing; every error.
+-- rrelu, gumbel_softmax and the classification-margin losses, against
+-- hand-computed values and plain-Lua float64 references of PyTorch's
+-- formulas, on contiguous and non-contiguous inputs, batched, unbatched and
+-- empty; gradcheck of each differentiable one; the modules' parameters and
+-- printing; every error.
 local tide = require "tide"
 local H = require "spec.helpers"
 local nn, F = tide.nn, tide.nn.functional
-local log, sqrt, abs = math.log, math.sqrt, math.abs
+local exp, log, sqrt, abs = math.exp, math.log, math.sqrt, math.abs
 
 local gradcheck = tide.autograd.gradcheck
 
@@ -29,6 +30,12 @@ end
 
 local function leaf(t) return t:clone():requires_grad_() end
 local function i64(v) return tide.tensor(v, "int64") end
+
+local function log1p(u)
+  if abs(u) < 1e-5 then return u - u * u / 2 + u * u * u / 3 end
+  return log(1 + u)
+end
+local function softplus(z) return z > 0 and z + log1p(exp(-z)) or log1p(exp(z)) end
 
 -- -- specs --------------------------------------------------------------------------------
 
@@ -321,6 +328,160 @@ describe("nn functional extras", function()
       assert.are.equal(tide.pdist, F.pdist)
       assert.are.equal(F.interpolate, F.upsample)
       H.close(F.pdist(tide.tensor({ { 0, 0 }, { 3, 4 }, { 0, 1 } }, "float64")), { 5, 1, sqrt(18) }, 1e-14)
+    end)
+  end)
+
+  describe("classification-margin losses", function()
+    it("soft_margin_loss is log(1 + exp(-y x)), stable at large |x|", function()
+      local x, xv = rnd({ 3, 4 }, -3, 3)
+      local y = tide.tensor({ { 1, -1, 1, -1 }, { -1, -1, 1, 1 }, { 1, 1, -1, 1 } }, "float64")
+      local yv = H.flat(y:totable())
+      local per = {}
+      for i = 1, 12 do per[i] = softplus(-xv[i] * yv[i]) end
+      local sum = 0
+      for i = 1, 12 do sum = sum + per[i] end
+      each_layout(x, function(t, name) H.close(F.soft_margin_loss(t, y), sum / 12, 1e-12, 0, name) end)
+      H.close(F.soft_margin_loss(x, y, "sum"), sum, 1e-12)
+      H.close(F.soft_margin_loss(x, y, { reduction = "none" }), H.nest(per, { 3, 4 }), 1e-12)
+      H.close(F.soft_margin_loss(tide.tensor({ 100, -100, 800 }, "float64"), tide.tensor({ -1, -1, 1 }, "float64"),
+        "none"), { 100, exp(-100), 0 }, 1e-12)
+      assert.is_true(gradcheck(function(a) return F.soft_margin_loss(a, y) end, { leaf(x) }))
+      assert.is_true(F.soft_margin_loss(tide.zeros({ 0 }), tide.zeros({ 0 })):isnan():item())
+      assert.has_error(function() F.soft_margin_loss(x, y:narrow(1, 1, 2)) end,
+        "soft_margin_loss: target of shape [2,4] does not match input of shape [3,4]")
+    end)
+
+    it("multilabel_soft_margin_loss averages the per-class binary cross entropies, with class weights", function()
+      local x, xv = rnd({ 3, 4 }, -3, 3)
+      local y = tide.tensor({ { 1, 0, 1, 0 }, { 0, 0, 1, 1 }, { 1, 1, 0, 1 } }, "float64")
+      local yv = H.flat(y:totable())
+      local w, wv = rnd({ 4 }, 0, 2)
+      local rows, rows_w = {}, {}
+      for n = 1, 3 do
+        local s, sw = 0, 0
+        for c = 1, 4 do
+          local k = (n - 1) * 4 + c
+          local l = yv[k] * softplus(-xv[k]) + (1 - yv[k]) * softplus(xv[k])
+          s, sw = s + l, sw + l * wv[c]
+        end
+        rows[n], rows_w[n] = s / 4, sw / 4
+      end
+      each_layout(x, function(t, name)
+        H.close(F.multilabel_soft_margin_loss(t, y, { reduction = "none" }), rows, 1e-12, 0, name)
+      end)
+      H.close(F.multilabel_soft_margin_loss(x, y), (rows[1] + rows[2] + rows[3]) / 3, 1e-12)
+      H.close(F.multilabel_soft_margin_loss(x, y, { weight = w, reduction = "sum" }), rows_w[1] + rows_w[2] + rows_w[3],
+        1e-12)
+      H.close(F.multilabel_soft_margin_loss(x[2], y[2], "none"), rows[2], 1e-12)   -- unbatched: 0-d
+      assert.is_true(gradcheck(function(a, b) return F.multilabel_soft_margin_loss(a, y, { weight = b }) end,
+        { leaf(x), leaf(w) }))
+      assert.are.same({ 0 }, F.multilabel_soft_margin_loss(tide.zeros({ 0, 4 }), tide.zeros({ 0, 4 }), "none"):shape())
+      assert.has_error(function() F.multilabel_soft_margin_loss(x, y, { weight = tide.ones(3, "float64") }) end,
+        "multilabel_soft_margin_loss: weight of shape [3] does not broadcast with input of shape [3,4]")
+      assert.has_error(function() F.multilabel_soft_margin_loss(x, y, { weight = tide.ones(2, 3, 4, "float64") }) end,
+        "multilabel_soft_margin_loss: weight of shape [2,3,4] does not broadcast to input of shape [3,4]")
+    end)
+
+    local function multi_margin_ref(xv, n, c, t, p, margin, wv)
+      local r = {}
+      for i = 1, n do
+        local s = 0
+        local xy = xv[(i - 1) * c + t[i]]
+        for j = 1, c do
+          if j ~= t[i] then
+            local z = math.max(0, margin - xy + xv[(i - 1) * c + j]) ^ p
+            s = s + z * (wv and wv[t[i]] or 1)
+          end
+        end
+        r[i] = s / c
+      end
+      return r
+    end
+
+    it("multi_margin_loss sums max(0, margin - x_y + x_i)^p over the other classes", function()
+      local x, xv = rnd({ 4, 5 }, -1, 1)
+      local t = { 2, 5, 1, 2 }
+      local target = i64(t)
+      local w, wv = rnd({ 5 }, 0.5, 2)
+      local rows = multi_margin_ref(xv, 4, 5, t, 1, 1)
+      each_layout(x, function(tt, name) H.close(F.multi_margin_loss(tt, target, "none"), rows, 1e-12, 0, name) end)
+      H.close(F.multi_margin_loss(x, target), (rows[1] + rows[2] + rows[3] + rows[4]) / 4, 1e-12)
+      local r2 = multi_margin_ref(xv, 4, 5, t, 2, 0.7, wv)
+      H.close(F.multi_margin_loss(x, tide.tensor(t, "int32"), { p = 2, margin = 0.7, weight = w, reduction = "none" }),
+        r2, 1e-12)
+      -- unbatched: [C] input and a 0-d target give a 0-d loss
+      H.close(F.multi_margin_loss(x[3], i64(1), "none"), rows[3], 1e-12)
+      assert.are.same({}, F.multi_margin_loss(x[3], i64(1), "none"):shape())
+      H.close(F.multi_margin_loss(tide.tensor({ 0.1, 0.2, 0.4, 0.8 }, "float64"), i64(4)), 0.325, 1e-15)   -- (0.3 + 0.4 + 0.6) / 4
+      assert.is_true(gradcheck(function(a, b)
+        return F.multi_margin_loss(a, target, { p = 2, margin = 0.7, weight = b })
+      end, { leaf(x), leaf(w) }))
+      assert.are.same({ 0 }, F.multi_margin_loss(tide.zeros({ 0, 5 }), i64({}):view(0), "none"):shape())
+      assert.has_error(function() F.multi_margin_loss(x, target, { p = 3 }) end, "multi_margin_loss: p must be 1 or 2, got 3")
+      assert.has_error(function() F.multi_margin_loss(x, i64({ 1, 2 })) end,
+        "multi_margin_loss: target of shape [2] does not match input of shape [4,5] (expected 4 class indices)")
+      assert.has_error(function() F.multi_margin_loss(x, target, { weight = tide.ones(4, "float64") }) end,
+        "multi_margin_loss: weight of shape [4] does not match the 5 classes of input [4,5]")
+      assert.has_error(function() F.multi_margin_loss(x, tide.tensor({ 1, 2, 3, 4 }, "float64")) end,
+        "multi_margin_loss: target must be an int64 or int32 tensor of 1-based class indices, got float64")
+      assert.has_error(function() F.multi_margin_loss(x:view(2, 2, 5), target) end,
+        "multi_margin_loss: input must be [C] or [N, C], got shape [2,2,5]")
+      -- a class index out of range is the gather's error (the check needs the values)
+      assert.has_error(H.sync(function() F.multi_margin_loss(x, i64({ 1, 2, 6, 1 })) end),
+        "gather: index 6 is out of range for dimension 2 of size 5")
+    end)
+
+    it("multilabel_margin_loss takes the targets up to the first index below 1 (PyTorch's example gives 0.85)", function()
+      H.close(F.multilabel_margin_loss(tide.tensor({ { 0.1, 0.2, 0.4, 0.8 } }, "float64"), i64({ { 4, 1, -1, 2 } })),
+        0.85, 1e-14)
+      H.close(F.multilabel_margin_loss(tide.tensor({ 0.1, 0.2, 0.4, 0.8 }, "float64"), i64({ 4, 1, 0, 0 }), "none"),
+        0.85, 1e-14)
+      local x, xv = rnd({ 3, 5 }, -1, 1)
+      local t = { { 3, 1, 0, 5, 2 }, { 5, 4, 3, 2, 1 }, { 0, 2, 3, 4, 5 } }
+      local rows = {}
+      for n = 1, 3 do
+        local is_t, list = {}, {}
+        for j = 1, 5 do
+          if t[n][j] < 1 then break end
+          list[#list + 1] = t[n][j]; is_t[t[n][j]] = true
+        end
+        local s = 0
+        for _, j in ipairs(list) do
+          for i = 1, 5 do
+            if not is_t[i] then s = s + math.max(0, 1 - (xv[(n - 1) * 5 + j] - xv[(n - 1) * 5 + i])) end
+          end
+        end
+        rows[n] = s / 5
+      end
+      assert.are.equal(0, rows[2])   -- every class a target
+      each_layout(x, function(tt, name)
+        H.close(F.multilabel_margin_loss(tt, i64(t), "none"), rows, 1e-12, 1e-15, name)
+      end)
+      H.close(F.multilabel_margin_loss(x, tide.tensor(t, "int32"), "sum"), rows[1] + rows[2] + rows[3], 1e-12)
+      assert.is_true(gradcheck(function(a) return F.multilabel_margin_loss(a, i64(t)) end, { leaf(x) }))
+      assert.has_error(function() F.multilabel_margin_loss(x, i64({ 1, 2, 3 })) end,
+        "multilabel_margin_loss: target of shape [3] does not match input of shape [3,5]")
+    end)
+
+    it("the loss modules keep their options and weight (a buffer), as PyTorch's", function()
+      local w = tide.tensor({ 1, 2, 3 }, "float64")
+      local m = nn.MultiMarginLoss({ p = 2, margin = 0.5, weight = w })
+      assert.are.same({ "weight" }, m:state_dict_keys())
+      assert.are.equal(0, #m:parameters())
+      local x, t = rnd({ 2, 3 }), i64({ 3, 1 })
+      H.close(m(x, t), F.multi_margin_loss(x, t, { p = 2, margin = 0.5, weight = w }), 1e-14)
+      assert.are.equal("MultiMarginLoss(p=2, margin=0.5)", tostring(m))
+      local ml = nn.MultiLabelSoftMarginLoss({ weight = w, reduction = "sum" })
+      assert.are.same({ "weight" }, ml:state_dict_keys())
+      local y = tide.tensor({ { 1, 0, 1 }, { 0, 1, 1 } }, "float64")
+      H.close(ml(x, y), F.multilabel_soft_margin_loss(x, y, { weight = w, reduction = "sum" }), 1e-14)
+      H.close(nn.SoftMarginLoss("sum")(x, y * 2 - 1), F.soft_margin_loss(x, y * 2 - 1, "sum"), 1e-14)
+      H.close(nn.MultiLabelMarginLoss()(x, i64({ { 2, 0, 0 }, { 1, 3, -1 } })),
+        F.multilabel_margin_loss(x, i64({ { 2, 0, 0 }, { 1, 3, -1 } })), 1e-14)
+      assert.are.same({}, nn.SoftMarginLoss():state_dict_keys())
+      assert.has_error(function() nn.MultiMarginLoss({ p = 0 }) end, "MultiMarginLoss: p must be 1 or 2, got 0")
+      assert.has_error(function() nn.MultiLabelMarginLoss({ reduction = "avg" }) end,
+        "MultiLabelMarginLoss: reduction must be 'mean', 'sum' or 'none', got avg")
     end)
   end)
 end)

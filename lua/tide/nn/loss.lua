@@ -1,6 +1,7 @@
 --- tide.nn.loss: the losses of torch.nn beyond those in tide.nn (L1, smooth
 -- L1 and Huber, binary cross entropy of probabilities, KL divergence, the
--- margin and embedding losses, Poisson and Gaussian NLL), as functions of
+-- margin and embedding losses, the multi-class and multi-label margins,
+-- Poisson and Gaussian NLL), as functions of
 -- tide.nn.functional and as modules, composed of tensor ops. Checks that
 -- need tensor values (probabilities in [0, 1], a non-negative variance) are
 -- not made: they would wait for the device. Called once by tide.nn with the nn table.
@@ -68,6 +69,7 @@ return function(nn)
     pos = { "a positive number", function(v) return type(v) == "number" and v > 0 end },
     p = { "a positive number or math.huge", function(v) return type(v) == "number" and v > 0 end },
     bool = { "a boolean", function(v) return type(v) == "boolean" end },
+    one_or_two = { "1 or 2", function(v) return v == 1 or v == 2 end },
   }
   local OPTIONS = {
     l1_loss = {}, binary_cross_entropy = {},
@@ -81,6 +83,8 @@ return function(nn)
                             { "swap", false, "bool" } },
     poisson_nll_loss = { { "log_input", true, "bool" }, { "full", false, "bool" }, { "eps", 1e-8, "number" } },
     gaussian_nll_loss = { { "full", false, "bool" }, { "eps", 1e-6, "number" } },
+    soft_margin_loss = {}, multilabel_soft_margin_loss = {}, multilabel_margin_loss = {},
+    multi_margin_loss = { { "p", 1, "one_or_two" }, { "margin", 1, "number" } },
   }
 
   -- The options of loss `loss` checked and completed with defaults; name
@@ -320,6 +324,143 @@ return function(nn)
     return reduce((d_ap - d_an + c.margin):clamp(0), c.reduction)
   end
 
+  -- -- classification margins ----------------------------------------------------------------
+
+  local function need_index(x, fname, what)
+    need_tensor(x, fname, what)
+    if x:dtype() ~= "int64" and x:dtype() ~= "int32" then
+      fail(string.format("%s: %s must be an int64 or int32 tensor of 1-based class indices, got %s", fname, what,
+        x:dtype()))
+    end
+  end
+
+  -- input [C] or [N, C] as [N, C], and whether it was unbatched.
+  local function rows(input, fname)
+    if input:dim() ~= 1 and input:dim() ~= 2 then
+      fail(string.format("%s: input must be [C] or [N, C], got shape %s", fname, shape_str(input)))
+    end
+    if input:dim() == 1 then return input:unsqueeze(1), true end
+    return input, false
+  end
+
+  -- The per-row losses [N] as a 0-d tensor for an unbatched input, then reduced.
+  local function reduce_rows(loss, unbatched, reduction)
+    if unbatched then loss = loss:squeeze(1) end
+    return reduce(loss, reduction)
+  end
+
+  -- The softplus of z, log(1 + exp(z)), as m + log(exp(-m) + exp(z - m)) with
+  -- m = max(z, 0): exact at every z, and with the right gradient at 0.
+  local function softplus(z)
+    local m = z:relu()
+    return m + ((-m):exp() + (z - m):exp()):log()
+  end
+
+  --- F.soft_margin_loss(input, target, opts): log(1 + exp(-y x)) per element,
+  -- for targets y of 1 or -1 (computed stably), reduced.
+  -- @param input a floating-point tensor
+  -- @param target input's shape, of 1 and -1
+  -- @param opts {reduction = "mean"} or the reduction as a string
+  -- @usage F.soft_margin_loss(scores, y)
+  function F.soft_margin_loss(input, target, opts)
+    local fname = "soft_margin_loss"
+    local c = parse(fname, opts, fname)
+    need_float(input, fname, "input")
+    need_tensor(target, fname, "target")
+    need_same(input, target, fname, "input", "target")
+    return reduce(softplus(-(input * target)), c.reduction)
+  end
+
+  --- F.multilabel_soft_margin_loss(input, target, opts): the binary cross
+  -- entropy of sigmoid(x) for each class (the last dimension) against targets
+  -- of 0 and 1, times weight, averaged over the classes, then reduced over the
+  -- samples: -mean_c w_c (y_c log sigmoid(x_c) + (1 - y_c) log sigmoid(-x_c)).
+  -- @param input [N, C] (or any shape, the classes last)
+  -- @param target input's shape
+  -- @param opts {weight = [C] tensor (broadcasting to input), reduction = "mean"}
+  -- @return [N] for "none", else 0-d
+  -- @usage F.multilabel_soft_margin_loss(logits, y)
+  function F.multilabel_soft_margin_loss(input, target, opts)
+    local fname = "multilabel_soft_margin_loss"
+    local c = parse(fname, opts, fname)
+    need_float(input, fname, "input")
+    need_tensor(target, fname, "target")
+    need_same(input, target, fname, "input", "target")
+    if input:dim() == 0 then fail(fname .. ": input must have at least 1 dimension (the classes), got a 0-d tensor") end
+    local loss = -(target * F.logsigmoid(input) + (1 - target) * F.logsigmoid(-input))
+    if c.weight ~= nil then
+      need_float(c.weight, fname, "weight")
+      local s = need_broadcast(input, c.weight, fname, "input", "weight")
+      if table.concat(s, ",") ~= table.concat(input:shape(), ",") then
+        fail(string.format("%s: weight of shape %s does not broadcast to input of shape %s", fname,
+          shape_str(c.weight), shape_str(input)))
+      end
+      loss = loss * c.weight
+    end
+    return reduce(loss:sum(-1) / input:size(-1), c.reduction)
+  end
+
+  --- F.multi_margin_loss(input, target, opts): the multi-class hinge loss of
+  -- scores x [N, C] and class indices y [N]: for each sample,
+  -- sum_{i ~= y} w_y max(0, margin - x_y + x_i)^p / C, reduced.
+  -- @param input [N, C] or [C]
+  -- @param target 1-based class indices (int64 or int32) [N], or 0-d for [C] input
+  -- @param opts {p = 1 (1 or 2), margin = 1, weight = [C] tensor, reduction = "mean"}
+  -- @usage F.multi_margin_loss(scores, labels, { margin = 0.5 })
+  function F.multi_margin_loss(input, target, opts)
+    local fname = "multi_margin_loss"
+    local c = parse(fname, opts, fname)
+    need_float(input, fname, "input")
+    need_index(target, fname, "target")
+    local x, unbatched = rows(input, fname)
+    local n, k = x:size(1), x:size(2)
+    if target:dim() > 1 or target:numel() ~= n then
+      fail(string.format("%s: target of shape %s does not match input of shape %s (expected %d class indices)",
+        fname, shape_str(target), shape_str(input), n))
+    end
+    local t = target:to("int64"):reshape(n, 1)
+    local z = (x - x:gather(2, t) + c.margin):clamp(0)
+    if c.p == 2 then z = z * z end
+    if c.weight ~= nil then
+      need_float(c.weight, fname, "weight")
+      if c.weight:dim() ~= 1 or c.weight:size(1) ~= k then
+        fail(string.format("%s: weight of shape %s does not match the %d classes of input %s", fname,
+          shape_str(c.weight), k, shape_str(input)))
+      end
+      z = z * c.weight:index_select(1, t:view(n)):view(n, 1)
+    end
+    -- the target's own class takes no part (its term would be margin^p)
+    return reduce_rows(z:scatter(2, t, 0):sum(2) / k, unbatched, c.reduction)
+  end
+
+  --- F.multilabel_margin_loss(input, target, opts): the multi-label hinge
+  -- loss of scores x [N, C] and, per sample, a list of target classes y:
+  -- sum over the targets j and the non-target classes i of
+  -- max(0, 1 - (x_j - x_i)) / C, reduced. Each row of target holds 1-based
+  -- class indices, ended by the first index below 1 (0, or PyTorch's -1).
+  -- @param input [N, C] or [C]
+  -- @param target int64 or int32, input's shape
+  -- @param opts {reduction = "mean"} or the reduction as a string
+  -- @usage F.multilabel_margin_loss(scores, tide.tensor({ { 4, 1, 0, 0 } }, "int64"))
+  function F.multilabel_margin_loss(input, target, opts)
+    local fname = "multilabel_margin_loss"
+    local c = parse(fname, opts, fname)
+    need_float(input, fname, "input")
+    need_index(target, fname, "target")
+    need_same(input, target, fname, "input", "target")
+    local x, unbatched = rows(input, fname)
+    local n, k = x:size(1), x:size(2)
+    local t = target:to("int64"):reshape(n, k)
+    local listed = t:lt(1):to("int64"):cumsum(2):eq(0)   -- before the first index below 1
+    local safe = tide.where(listed, t, 1)
+    -- which classes are targets: 1 scattered at each listed index (the others into a spare column k + 1)
+    local is_target = tide.zeros({ n, k + 1 }, { dtype = "int64", device = x:device() })
+      :scatter(2, tide.where(listed, t, k + 1), 1):narrow(2, 1, k):ne(0)
+    local margins = (x:unsqueeze(2) - x:gather(2, safe):unsqueeze(3) + 1):clamp(0)   -- [N, target j, class i]
+    local take = listed:unsqueeze(3):logical_and(is_target:logical_not():unsqueeze(2))
+    return reduce_rows(tide.where(take, margins, 0):sum({ 2, 3 }) / k, unbatched, c.reduction)
+  end
+
   -- -- likelihoods -------------------------------------------------------------------------------
 
   --- F.poisson_nll_loss(input, target, opts): the negative log-likelihood of
@@ -467,4 +608,18 @@ return function(nn)
   -- module; opts {full = false, eps = 1e-6, reduction}.
   -- @usage local loss = nn.GaussianNLLLoss()(mu, y, var)
   loss_module("GaussianNLLLoss", "gaussian_nll_loss", 3)
+  --- nn.SoftMarginLoss(opts): F.soft_margin_loss as a module; opts {reduction}.
+  -- @usage local loss = nn.SoftMarginLoss()(scores, y)
+  loss_module("SoftMarginLoss", "soft_margin_loss", 2)
+  --- nn.MultiLabelSoftMarginLoss(opts): F.multilabel_soft_margin_loss as a
+  -- module; opts {weight, reduction}, the weight kept as the buffer "weight".
+  -- @usage local loss = nn.MultiLabelSoftMarginLoss()(logits, y)
+  loss_module("MultiLabelSoftMarginLoss", "multilabel_soft_margin_loss", 2, true)
+  --- nn.MultiMarginLoss(opts): F.multi_margin_loss as a module; opts {p = 1,
+  -- margin = 1, weight, reduction}, the weight kept as the buffer "weight".
+  -- @usage local loss = nn.MultiMarginLoss({ margin = 0.5 })(scores, labels)
+  loss_module("MultiMarginLoss", "multi_margin_loss", 2, true)
+  --- nn.MultiLabelMarginLoss(opts): F.multilabel_margin_loss as a module; opts {reduction}.
+  -- @usage local loss = nn.MultiLabelMarginLoss()(scores, targets)
+  loss_module("MultiLabelMarginLoss", "multilabel_margin_loss", 2)
 end
