@@ -1,14 +1,15 @@
 -- nn functional extras: the channel and alpha dropouts (train/eval, the
 -- fraction zeroed and the scaling, with a fixed seed), rms_norm, the shrinks,
--- rrelu, gumbel_softmax and the classification-margin losses, against
--- hand-computed values and plain-Lua float64 references of PyTorch's
--- formulas, on contiguous and non-contiguous inputs, batched, unbatched and
--- empty; gradcheck of each differentiable one; the modules' parameters and
--- printing; every error.
+-- rrelu, gumbel_softmax, the classification-margin losses, adaptive max
+-- pooling, max unpooling, lp pooling, local response norm, channel shuffle,
+-- affine_grid and grid_sample, against hand-computed values and plain-Lua
+-- float64 references of PyTorch's formulas, on contiguous and non-contiguous
+-- inputs, batched, unbatched and empty; gradcheck of each differentiable one;
+-- the modules' parameters and printing; every error.
 local tide = require "tide"
 local H = require "spec.helpers"
 local nn, F = tide.nn, tide.nn.functional
-local exp, log, sqrt, abs = math.exp, math.log, math.sqrt, math.abs
+local floor, ceil, exp, log, sqrt, abs = math.floor, math.ceil, math.exp, math.log, math.sqrt, math.abs
 
 local gradcheck = tide.autograd.gradcheck
 
@@ -24,6 +25,29 @@ local function rnd(shape, lo, hi)
   return tide.tensor(H.nest(vals, shape), "float64"), vals
 end
 
+-- get(i1, i2, ...) (1-based) of flat row-major values of a shape.
+local function at(vals, shape)
+  return function(...)
+    local k, off = { ... }, 0
+    for d = 1, #shape do off = off * shape[d] + (k[d] - 1) end
+    return vals[off + 1]
+  end
+end
+
+-- A nested table of shape whose element at i (a table of 1-based indices) is f(i).
+local function build(shape, f)
+  local idx = {}
+  local function rec(d)
+    local r = {}
+    for i = 1, shape[d] do
+      idx[d] = i
+      if d == #shape then r[i] = f(idx) else r[i] = rec(d + 1) end
+    end
+    return r
+  end
+  return rec(1)
+end
+
 local function each_layout(x, f)
   for name, t in pairs(H.layouts(x)) do f(t, name) end
 end
@@ -36,6 +60,86 @@ local function log1p(u)
   return log(1 + u)
 end
 local function softplus(z) return z > 0 and z + log1p(exp(-z)) or log1p(exp(z)) end
+
+-- PyTorch's adaptive windows of n into m: 1-based first and last positions of window i (1-based).
+local function window(i, n, m) return floor((i - 1) * n / m) + 1, ceil(i * n / m) end
+
+local function adaptive_max2d_ref(x, xs, oh, ow)
+  local X = at(x, xs)
+  local idx = {}
+  local vals = build({ xs[1], xs[2], oh, ow }, function(i)
+    local r0, r1 = window(i[3], xs[3], oh)
+    local c0, c1 = window(i[4], xs[4], ow)
+    local best, arg = -math.huge, nil
+    for r = r0, r1 do
+      for c = c0, c1 do
+        local v = X(i[1], i[2], r, c)
+        if arg == nil or v > best then best, arg = v, (r - 1) * xs[4] + c end
+      end
+    end
+    idx[#idx + 1] = arg
+    return best
+  end)
+  return vals, H.nest(idx, { xs[1], xs[2], oh, ow })
+end
+
+-- round half to even, as C's nearbyint
+local function rint(v)
+  local f = floor(v)
+  local d = v - f
+  if d > 0.5 then return f + 1 elseif d < 0.5 then return f end
+  return f % 2 == 0 and f or f + 1
+end
+
+-- PyTorch's grid_sampler_compute_source_index
+local function source(g, n, pad, ac)
+  local c = ac and (g + 1) / 2 * (n - 1) or ((g + 1) * n - 1) / 2
+  local function clip(v) return math.min(n - 1, math.max(v, 0)) end
+  if pad == "border" then return clip(c) end
+  if pad == "reflection" then
+    local lo2, hi2 = ac and 0 or -1, ac and 2 * (n - 1) or 2 * n - 1
+    if lo2 == hi2 then return 0 end
+    local mn, span = lo2 / 2, (hi2 - lo2) / 2
+    local a = abs(c - mn)
+    local extra = math.fmod(a, span)
+    c = floor(a / span) % 2 == 0 and extra + mn or span - extra + mn
+    return clip(c)
+  end
+  return c
+end
+
+local function grid_sample_ref(x, xs, g, gs, mode, pad, ac)
+  local X, G = at(x, xs), at(g, gs)
+  local h, w = xs[3], xs[4]
+  return build({ xs[1], xs[2], gs[2], gs[3] }, function(i)
+    local ix = source(G(i[1], i[3], i[4], 1), w, pad, ac)
+    local iy = source(G(i[1], i[3], i[4], 2), h, pad, ac)
+    local function v(yy, xx)
+      if xx < 0 or xx > w - 1 or yy < 0 or yy > h - 1 then return 0 end
+      return X(i[1], i[2], yy + 1, xx + 1)
+    end
+    if mode == "nearest" then return v(rint(iy), rint(ix)) end
+    local x0, y0 = floor(ix), floor(iy)
+    local fx, fy = ix - x0, iy - y0
+    return v(y0, x0) * (1 - fx) * (1 - fy) + v(y0, x0 + 1) * fx * (1 - fy) + v(y0 + 1, x0) * (1 - fx) * fy
+      + v(y0 + 1, x0 + 1) * fx * fy
+  end)
+end
+
+-- affine_grid's base coordinate of pixel j (1-based) of n
+local function base(j, n, ac)
+  if n == 1 then return 0 end
+  local v = -1 + 2 * (j - 1) / (n - 1)
+  return ac and v or v * (n - 1) / n
+end
+
+local function affine_grid_ref(th, n, h, w, ac)
+  local T = at(th, { n, 2, 3 })
+  return build({ n, h, w, 2 }, function(i)
+    local x, y = base(i[3], w, ac), base(i[2], h, ac)
+    return T(i[1], i[4], 1) * x + T(i[1], i[4], 2) * y + T(i[1], i[4], 3)
+  end)
+end
 
 -- -- specs --------------------------------------------------------------------------------
 
@@ -482,6 +586,409 @@ describe("nn functional extras", function()
       assert.has_error(function() nn.MultiMarginLoss({ p = 0 }) end, "MultiMarginLoss: p must be 1 or 2, got 0")
       assert.has_error(function() nn.MultiLabelMarginLoss({ reduction = "avg" }) end,
         "MultiLabelMarginLoss: reduction must be 'mean', 'sum' or 'none', got avg")
+    end)
+  end)
+
+  describe("adaptive max pooling", function()
+    it("adaptive_max_pool2d matches PyTorch's windows, with indices into each plane, on any layout", function()
+      local xs = { 2, 3, 5, 7 }
+      local x, xv = rnd(xs)
+      for _, o in ipairs { { 3, 4 }, { 5, 7 }, { 1, 1 }, { 2, 7 }, { 4, 3 } } do
+        local want, widx = adaptive_max2d_ref(xv, xs, o[1], o[2])
+        each_layout(x, function(t, name)
+          local y, idx = F.adaptive_max_pool2d(t, o, true)
+          H.equal(y, want, name)
+          H.equal(idx, widx, name)
+          assert.are.equal("int64", idx:dtype())
+        end)
+      end
+      local want = adaptive_max2d_ref(xv, xs, 3, 3)
+      H.equal(F.adaptive_max_pool2d(x, 3), want)
+      H.equal(F.adaptive_max_pool2d(x[2], { 3, 3 }), want[2])
+      local yu, iu = F.adaptive_max_pool2d(x[2], 3, { return_indices = true })
+      assert.are.same({ 3, 3, 3 }, iu:shape())
+      H.equal(yu, want[2])
+      local ye, ie = F.adaptive_max_pool2d(tide.zeros({ 0, 3, 5, 7 }), { 2, 2 }, true)
+      assert.are.same({ 0, 3, 2, 2 }, ye:shape())
+      assert.are.same({ 0, 3, 2, 2 }, ie:shape())
+    end)
+
+    it("agrees with max_pool2d, indices and ties included, where the windows tile evenly", function()
+      local x = tide.tensor({ { { { 1, 3, 3, 0 }, { 3, 2, 0, 0 }, { -1, -2, 5, 5 }, { -2, -1, 5, 5 } } } }, "float64")
+      local y, idx = F.adaptive_max_pool2d(x, 2, true)
+      local y2, idx2 = F.max_pool2d(x, 2, { return_indices = true })
+      H.equal(y, y2)
+      H.equal(idx, idx2)
+      H.equal(idx, { { { { 2, 3 }, { 9, 11 } } } })   -- the first of equal maxima
+    end)
+
+    it("adaptive_max_pool1d pools windows along L", function()
+      local x = tide.tensor({ { { 3, 1, 4, 1, 5, 9, 2 }, { 0, -1, -2, -3, -4, -5, -6 } } }, "float64")
+      local y, idx = F.adaptive_max_pool1d(x, 3, true)
+      -- windows [1, 3], [3, 5], [5, 7]
+      H.equal(y, { { { 4, 5, 9 }, { 0, -2, -4 } } })
+      H.equal(idx, { { { 3, 5, 6 }, { 1, 3, 5 } } })
+      -- windows [1, 2], [2, 4], [4, 6], [6, 7]
+      H.equal(F.adaptive_max_pool1d(x[1], { 4 }), { { 3, 4, 9, 9 }, { 0, -1, -3, -5 } })
+      assert.are.same({ 0, 2, 3 }, F.adaptive_max_pool1d(tide.zeros({ 0, 2, 7 }), 3):shape())
+    end)
+
+    it("has gradients (gradcheck), reaching each window's maximum", function()
+      local x = leaf(rnd({ 1, 2, 5, 4 }))
+      assert.is_true(gradcheck(function(a) return F.adaptive_max_pool2d(a, { 3, 3 }) end, { x }))
+      local x1 = leaf(rnd({ 2, 7 }))
+      assert.is_true(gradcheck(function(a) return F.adaptive_max_pool1d(a, 4) end, { x1 }))
+    end)
+
+    it("nn.AdaptiveMaxPool1d/2d return the indices on request, and print as PyTorch", function()
+      local x = rnd({ 2, 3, 6, 6 })
+      local m = nn.AdaptiveMaxPool2d({ 2, 3 }, true)
+      local y, idx = m(x)
+      local y2, idx2 = F.adaptive_max_pool2d(x, { 2, 3 }, true)
+      H.equal(y, y2)
+      H.equal(idx, idx2)
+      assert.are.equal("AdaptiveMaxPool2d(output_size=(2, 3))", tostring(m))
+      assert.are.equal("AdaptiveMaxPool1d(output_size=4)", tostring(nn.AdaptiveMaxPool1d(4)))
+      H.equal(nn.AdaptiveMaxPool1d(2)(x[1]), F.adaptive_max_pool1d(x[1], 2))
+      assert.are.same({}, m:state_dict_keys())
+    end)
+
+    it("names the function and the values in its errors", function()
+      assert.has_error(function() F.adaptive_max_pool2d(tide.ones(2, 3, 0, 4), 2) end,
+        "adaptive_max_pool2d: input [2,3,0,4] has an empty spatial dimension 3")
+      assert.has_error(function() F.adaptive_max_pool2d(tide.ones(2, 4), 2) end,
+        "adaptive_max_pool2d: expects a 3-d (C, H, W) or 4-d (N, C, H, W) input, got shape [2,4]")
+      assert.has_error(function() F.adaptive_max_pool2d(tide.ones(1, 2, 4), { 0, 2 }) end,
+        "adaptive_max_pool2d: output_size must be positive integers, got 0")
+      assert.has_error(function() F.adaptive_max_pool1d(tide.ones(1, 2, 4), { 1, 2 }) end,
+        "adaptive_max_pool1d: output_size must be an integer or a table of 1 integers, got a table of 2")
+      assert.has_error(function() F.adaptive_max_pool1d(tide.ones(1, 2, 4), 2, "yes") end,
+        "adaptive_max_pool1d: return_indices must be a boolean, got string")
+      assert.has_error(function() F.adaptive_max_pool1d(i64({ { 1, 2 } }), 1) end,
+        "adaptive_max_pool1d: input must be a floating-point tensor, got int64")
+    end)
+  end)
+
+  describe("max unpooling", function()
+    it("max_unpool2d puts each maximum back at max_pool2d's index, zeros elsewhere, on any layout", function()
+      local xs = { 2, 3, 4, 6 }
+      local x, xv = rnd(xs)
+      local X = at(xv, xs)
+      local y, idx = F.max_pool2d(x, 2, { return_indices = true })
+      local want = build(xs, function(i)
+        local r0, c0 = floor((i[3] - 1) / 2) * 2, floor((i[4] - 1) / 2) * 2
+        local best, br, bc = -math.huge, nil, nil
+        for r = r0 + 1, r0 + 2 do
+          for c = c0 + 1, c0 + 2 do
+            if X(i[1], i[2], r, c) > best then best, br, bc = X(i[1], i[2], r, c), r, c end
+          end
+        end
+        return (br == i[3] and bc == i[4]) and best or 0
+      end)
+      each_layout(y, function(t, name) H.equal(F.max_unpool2d(t, idx, 2), want, name) end)
+      H.equal(F.max_unpool2d(y[2], idx[2], { 2, 2 }), want[2])
+      -- output_size within a stride of the default ({N, C} may lead), the indices into the bigger plane
+      local big = F.max_unpool2d(y, idx, 2, { output_size = { 2, 3, 5, 7 } })
+      assert.are.same({ 2, 3, 5, 7 }, big:shape())
+      H.equal(big:reshape(2, 3, 35):narrow(3, 1, 24), F.max_unpool2d(y, idx, 2):reshape(2, 3, 24))
+      assert.are.same({ 0, 3, 4, 6 }, F.max_unpool2d(tide.zeros({ 0, 3, 2, 3 }), i64({}):view(0, 3, 2, 3), 2):shape())
+    end)
+
+    it("follows kernel, stride and padding for the default size, and unpools 1-d", function()
+      local x = tide.tensor({ { { { 1, 2 }, { 3, 4 } } } }, "float64")
+      local idx = i64({ { { { 1, 5 }, { 11, 25 } } } })
+      -- (2 - 1) * 3 - 2 * 1 + 4 = 5
+      local y = F.max_unpool2d(x, idx, 4, { stride = 3, padding = 1 })
+      assert.are.same({ 1, 1, 5, 5 }, y:shape())
+      H.equal(y:reshape(25), { 1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4 })
+      local x1 = tide.tensor({ { { 5, 7, 9 } } }, "float64")
+      local y1, i1 = F.max_pool1d(tide.tensor({ { { 1, 5, 7, 2, 3, 9 } } }, "float64"), 2, { return_indices = true })
+      H.equal(y1, x1)
+      H.equal(F.max_unpool1d(y1, i1, 2), { { { 0, 5, 7, 0, 0, 9 } } })
+      H.equal(F.max_unpool1d(y1[1], i1[1], 2, { output_size = { 7 } }), { { 0, 5, 7, 0, 0, 9, 0 } })
+    end)
+
+    it("has gradients (gradcheck)", function()
+      local _, idx = F.max_pool2d(rnd({ 1, 2, 4, 4 }), 2, { return_indices = true })
+      assert.is_true(gradcheck(function(a) return F.max_unpool2d(a, idx, 2) end, { leaf(rnd({ 1, 2, 2, 2 })) }))
+      -- windows apart (overlapping ones may pick one element twice, and only one write stands)
+      local _, i1 = F.max_pool1d(rnd({ 2, 6 }), 2, { stride = 3, return_indices = true })
+      assert.is_true(gradcheck(function(a) return F.max_unpool1d(a, i1, 2, { stride = 3 }) end, { leaf(rnd({ 2, 2 })) }))
+    end)
+
+    it("nn.MaxUnpool1d/2d take indices and an output_size in forward, and print as PyTorch", function()
+      local x = rnd({ 1, 2, 4, 4 })
+      local y, idx = nn.MaxPool2d(2, { return_indices = true })(x)
+      local m = nn.MaxUnpool2d(2)
+      H.equal(m(y, idx), F.max_unpool2d(y, idx, 2))
+      assert.are.same({ 1, 2, 5, 5 }, m(y, idx, { 5, 5 }):shape())
+      assert.are.equal("MaxUnpool2d(kernel_size=(2, 2), stride=(2, 2), padding=(0, 0))", tostring(m))
+      assert.are.equal("MaxUnpool1d(kernel_size=(3,), stride=(2,), padding=(1,))", tostring(nn.MaxUnpool1d(3, 2, 1)))
+      assert.are.same({}, m:state_dict_keys())
+    end)
+
+    it("names the function and the values in its errors", function()
+      local y, idx = F.max_pool2d(rnd({ 1, 1, 4, 4 }), 2, { return_indices = true })
+      assert.has_error(function() F.max_unpool2d(y, idx, 2, { output_size = { 6, 4 } }) end,
+        "max_unpool2d: invalid output_size {6, 4} (dim 1 must be between 3 and 5)")
+      assert.has_error(function() F.max_unpool2d(y, idx, 2, { output_size = { 4 } }) end,
+        "max_unpool2d: output_size must have 2 or 4 elements, got 1")
+      assert.has_error(function() F.max_unpool2d(y, idx:narrow(4, 1, 1), 2) end,
+        "max_unpool2d: indices of shape [1,1,2,1] do not match input of shape [1,1,2,2]")
+      assert.has_error(function() F.max_unpool2d(y, idx:double(), 2) end,
+        "max_unpool2d: indices must be an int64 or int32 tensor (max_pool's), got float64")
+      assert.has_error(function() F.max_unpool2d(y, idx, 2, { dilation = 2 }) end,
+        "max_unpool2d: unknown option 'dilation'")
+      assert.has_error(function() F.max_unpool1d(y, idx, 2) end,
+        "max_unpool1d: expects a 2-d (C, L) or 3-d (N, C, L) input, got shape [1,1,2,2]")
+      assert.has_error(function() F.max_unpool1d(y[1][1], idx[1][1], 0) end,
+        "max_unpool1d: kernel_size must be positive integers, got 0")
+      assert.has_error(H.sync(function() F.max_unpool2d(y, i64({ { { { 1, 2 }, { 3, 17 } } } }), 2) end),
+        "scatter: index 17 is out of range for dimension 3 of size 16")
+    end)
+  end)
+
+  describe("lp pooling", function()
+    local function lp2d_ref(x, xs, p, kh, kw, sh, sw)
+      local X = at(x, xs)
+      local oh, ow = floor((xs[3] - kh) / sh) + 1, floor((xs[4] - kw) / sw) + 1
+      return build({ xs[1], xs[2], oh, ow }, function(i)
+        local s = 0
+        for r = 1, kh do
+          for c = 1, kw do s = s + X(i[1], i[2], (i[3] - 1) * sh + r, (i[4] - 1) * sw + c) ^ p end
+        end
+        return s ^ (1 / p)
+      end)
+    end
+
+    it("lp_pool2d is the p-norm of each window, on any layout", function()
+      local xs = { 2, 2, 5, 6 }
+      local x, xv = rnd(xs, 0.1, 2)
+      each_layout(x, function(t, name) H.close(F.lp_pool2d(t, 2, 2), lp2d_ref(xv, xs, 2, 2, 2, 2, 2), 1e-12, 0, name) end)
+      H.close(F.lp_pool2d(x, 3, { 2, 3 }, { stride = { 1, 2 } }), lp2d_ref(xv, xs, 3, 2, 3, 1, 2), 1e-12)
+      H.close(F.lp_pool2d(x[1], 1.5, 3), lp2d_ref(xv, xs, 1.5, 3, 3, 3, 3)[1], 1e-12)
+      assert.are.same({ 0, 2, 2, 3 }, F.lp_pool2d(tide.zeros({ 0, 2, 5, 6 }), 2, 2):shape())
+    end)
+
+    it("lp_pool1d pools along L; ceil_mode scales the partial window's average by the kernel size, as PyTorch", function()
+      local x = tide.tensor({ { { 1, 2, 3, 4, 5 } } }, "float64")
+      H.close(F.lp_pool1d(x, 2, 2), { { { sqrt(5), 5 } } }, 1e-14)
+      H.close(F.lp_pool1d(x, 1, 3, { stride = 1 }), { { { 6, 9, 12 } } }, 1e-14)
+      H.close(F.lp_pool1d(x[1], 1, 2, { ceil_mode = true }), { { 3, 7, 10 } }, 1e-14)
+    end)
+
+    it("has gradients (gradcheck)", function()
+      assert.is_true(gradcheck(function(a) return F.lp_pool2d(a, 2, 2, { stride = 1 }) end,
+        { leaf(rnd({ 1, 2, 3, 3 }, 0.2, 1)) }))
+      assert.is_true(gradcheck(function(a) return F.lp_pool1d(a, 3, 2) end, { leaf(rnd({ 2, 4 }, 0.2, 1)) }))
+    end)
+
+    it("nn.LPPool1d/2d and the errors", function()
+      local x = rnd({ 1, 2, 4, 4 }, 0.1, 1)
+      H.close(nn.LPPool2d(2, 2, 1)(x), F.lp_pool2d(x, 2, 2, { stride = 1 }), 1e-14)
+      H.close(nn.LPPool1d(3, 2)(x[1]), F.lp_pool1d(x[1], 3, 2), 1e-14)
+      assert.are.equal("LPPool2d(norm_type=2, kernel_size=(3, 2), stride=(3, 2), ceil_mode=false)",
+        tostring(nn.LPPool2d(2, { 3, 2 })))
+      assert.are.equal("LPPool1d(norm_type=1.5, kernel_size=3, stride=1, ceil_mode=true)",
+        tostring(nn.LPPool1d(1.5, 3, 1, true)))
+      assert.has_error(function() F.lp_pool2d(x, 0, 2) end, "lp_pool2d: norm_type must be a positive finite number, got 0")
+      assert.has_error(function() F.lp_pool2d(x, 2, 5) end,
+        "lp_pool2d: kernel_size {5, 5} is larger than the input [1,2,4,4]")
+      assert.has_error(function() F.lp_pool1d(x[1], 2, 5) end, "lp_pool1d: kernel_size 5 is larger than the input [2,4,4]")
+      assert.has_error(function() F.lp_pool1d(x[1], 2, 2, { padding = 1 }) end, "lp_pool1d: unknown option 'padding'")
+      assert.has_error(function() F.lp_pool2d(x, 2, 2, { ceil_mode = 1 }) end, "lp_pool2d: ceil_mode must be a boolean, got number")
+      assert.has_error(function() nn.LPPool1d(-1, 2) end, "LPPool1d: norm_type must be a positive finite number, got -1")
+    end)
+  end)
+
+  describe("local_response_norm and channel_shuffle", function()
+    local function lrn_ref(x, xs, size, alpha, beta, k)
+      local X = at(x, xs)
+      return build(xs, function(i)
+        local s = 0
+        for c = i[2] - floor(size / 2), i[2] + floor((size - 1) / 2) do
+          if c >= 1 and c <= xs[2] then
+            local j = { i[1], c }
+            for d = 3, #xs do j[d] = i[d] end
+            s = s + X(unpack(j)) ^ 2
+          end
+        end
+        local j = {}
+        for d = 1, #xs do j[d] = i[d] end
+        return X(unpack(j)) / (k + alpha * s / size) ^ beta
+      end)
+    end
+
+    it("local_response_norm matches PyTorch's formula over 3-d, 4-d and 5-d inputs, on any layout", function()
+      local xs = { 2, 5, 3 }
+      local x, xv = rnd(xs, -2, 2)
+      each_layout(x, function(t, name)
+        H.close(F.local_response_norm(t, 3, { alpha = 0.5, beta = 0.75, k = 2 }), lrn_ref(xv, xs, 3, 0.5, 0.75, 2),
+          1e-12, 0, name)
+      end)
+      local x4s = { 2, 4, 2, 3 }
+      local x4, xv4 = rnd(x4s, -2, 2)
+      H.close(F.local_response_norm(x4, 2, 0.3, 0.5, 1), lrn_ref(xv4, x4s, 2, 0.3, 0.5, 1), 1e-12)
+      H.close(F.local_response_norm(x4, 4), lrn_ref(xv4, x4s, 4, 1e-4, 0.75, 1), 1e-12)
+      local x5s = { 1, 3, 2, 2, 2 }
+      local x5, xv5 = rnd(x5s, -2, 2)
+      H.close(F.local_response_norm(x5, 5, 1, 1, 1), lrn_ref(xv5, x5s, 5, 1, 1, 1), 1e-12)
+      assert.are.same({ 0, 4, 2, 3 }, F.local_response_norm(tide.zeros({ 0, 4, 2, 3 }), 2):shape())
+      assert.is_true(gradcheck(function(a) return F.local_response_norm(a, 3, 0.5, 0.75, 2) end, { leaf(x) }))
+      local m = nn.LocalResponseNorm(2, 0.3, 0.5, 1)
+      H.close(m(x4), F.local_response_norm(x4, 2, 0.3, 0.5, 1), 1e-14)
+      assert.are.equal("LocalResponseNorm(2, alpha=0.3, beta=0.5, k=1)", tostring(m))
+      assert.are.equal("LocalResponseNorm(5, alpha=0.0001, beta=0.75, k=1)", tostring(nn.LocalResponseNorm(5)))
+      assert.has_error(function() F.local_response_norm(x[1], 2) end,
+        "local_response_norm: expects an input of at least 3 dimensions (N, C, ...), got shape [5,3]")
+      assert.has_error(function() F.local_response_norm(x, 0) end,
+        "local_response_norm: size must be a positive integer, got 0")
+      assert.has_error(function() F.local_response_norm(x, 2, { alpha = "a" }) end,
+        "local_response_norm: alpha must be a number, got a")
+      assert.has_error(function() F.local_response_norm(x, 2, { gamma = 1 }) end,
+        "local_response_norm: unknown option 'gamma'")
+    end)
+
+    it("channel_shuffle interleaves the groups, as ShuffleNet's", function()
+      local x = tide.arange(0, 12, "float64"):view(1, 6, 2)
+      H.equal(F.channel_shuffle(x, 2), { { { 0, 1 }, { 6, 7 }, { 2, 3 }, { 8, 9 }, { 4, 5 }, { 10, 11 } } })
+      H.equal(F.channel_shuffle(x, 3), { { { 0, 1 }, { 4, 5 }, { 8, 9 }, { 2, 3 }, { 6, 7 }, { 10, 11 } } })
+      H.equal(F.channel_shuffle(x:transpose(2, 3):contiguous():transpose(2, 3), 2), F.channel_shuffle(x, 2))
+      local x4 = rnd({ 2, 4, 3, 2 })
+      H.equal(nn.ChannelShuffle(2)(x4), F.channel_shuffle(x4, 2))
+      H.equal(F.channel_shuffle(x4, 2):index_select(2, i64({ 1, 3, 2, 4 })), x4)
+      assert.are.same({ 0, 4, 0 }, F.channel_shuffle(tide.zeros({ 0, 4, 0 }), 4):shape())
+      assert.are.equal("ChannelShuffle(groups=3)", tostring(nn.ChannelShuffle(3)))
+      assert.has_error(function() F.channel_shuffle(x, 4) end,
+        "channel_shuffle: the 6 channels of input [1,6,2] are not divisible by groups 4")
+      assert.has_error(function() F.channel_shuffle(x[1], 2) end,
+        "channel_shuffle: expects an input of at least 3 dimensions (N, C, *), got shape [6,2]")
+      assert.has_error(function() nn.ChannelShuffle(0) end, "ChannelShuffle: groups must be a positive integer, got 0")
+    end)
+  end)
+
+  describe("affine_grid and grid_sample", function()
+    it("affine_grid maps the base grid through theta, with and without align_corners", function()
+      H.close(F.affine_grid(tide.tensor({ { { 1, 0, 0 }, { 0, 1, 0 } } }, "float64"), { 1, 1, 2, 3 }),
+        { { { { -2 / 3, -0.5 }, { 0, -0.5 }, { 2 / 3, -0.5 } }, { { -2 / 3, 0.5 }, { 0, 0.5 }, { 2 / 3, 0.5 } } } }, 1e-14)
+      local th, tv = rnd({ 2, 2, 3 })
+      for _, ac in ipairs { false, true } do
+        local want = affine_grid_ref(tv, 2, 3, 4, ac)
+        each_layout(th, function(t, name) H.close(F.affine_grid(t, { 2, 5, 3, 4 }, ac), want, 1e-12, 1e-15, name) end)
+      end
+      H.close(F.affine_grid(th, { 2, 1, 1, 3 }, true), affine_grid_ref(tv, 2, 1, 3, true), 1e-12, 1e-15)
+      assert.are.same({ 0, 3, 4, 2 }, F.affine_grid(tide.zeros({ 0, 2, 3 }), { 0, 1, 3, 4 }):shape())
+      assert.is_true(gradcheck(function(a) return F.affine_grid(a, { 2, 1, 3, 2 }) end, { leaf(th) }))
+      assert.has_error(function() F.affine_grid(th, { 3, 1, 3, 4 }) end,
+        "affine_grid: theta must be a batch of 2-d affine matrices [3, 2, 3] for size {3, 1, 3, 4}, got shape [2,2,3]")
+      assert.has_error(function() F.affine_grid(th, { 2, 1, 2, 3, 4 }) end,
+        "affine_grid: size must be a table {N, C, H, W} (2-d grids; 3-d ones are not supported), got a table of 5")
+      assert.has_error(function() F.affine_grid(th, { 2, 1, 0, 4 }) end,
+        "affine_grid: size must hold positive sizes (N may be 0), got {2, 1, 0, 4}")
+      assert.has_error(function() F.affine_grid(th, { 2, 1, 3, 4 }, 1) end,
+        "affine_grid: align_corners must be a boolean, got number")
+    end)
+
+    it("grid_sample matches PyTorch's sampler for each mode, padding mode and align_corners, on any layout", function()
+      local xs, gs = { 2, 3, 4, 5 }, { 2, 3, 4, 2 }
+      local x, xv = rnd(xs, -2, 2)
+      local g, gv = rnd(gs, -1.6, 1.6)
+      -- points on pixel centres and half-way between (nearest rounds half to even)
+      g = g:clone()
+      g[1][1][1] = tide.tensor({ 0, 0 }, "float64")
+      g[1][1][2] = tide.tensor({ -0.2, 0.5 }, "float64")
+      g[2][3][4] = tide.tensor({ 1, -1 }, "float64")
+      gv = H.flat(g:totable())
+      for _, mode in ipairs { "bilinear", "nearest" } do
+        for _, pad in ipairs { "zeros", "border", "reflection" } do
+          for _, ac in ipairs { false, true } do
+            local want = grid_sample_ref(xv, xs, gv, gs, mode, pad, ac)
+            local o = { mode = mode, padding_mode = pad, align_corners = ac }
+            local label = mode .. "/" .. pad .. "/" .. tostring(ac)
+            each_layout(x, function(t, name) H.close(F.grid_sample(t, g, o), want, 1e-12, 1e-14, label .. " " .. name) end)
+            H.close(F.grid_sample(x, g:transpose(2, 3):contiguous():transpose(2, 3), o), want, 1e-12, 1e-14, label)
+          end
+        end
+      end
+      -- reflection far outside, and a single-pixel axis
+      local far = tide.tensor({ { { { 3.7, -2.9 }, { -5.2, 0.3 } } } }, "float64")
+      local x1, xv1 = rnd({ 1, 1, 1, 3 })
+      for _, ac in ipairs { false, true } do
+        H.close(F.grid_sample(x1, far, { padding_mode = "reflection", align_corners = ac }),
+          grid_sample_ref(xv1, { 1, 1, 1, 3 }, H.flat(far:totable()), { 1, 1, 2, 2 }, "bilinear", "reflection", ac),
+          1e-12, 1e-14)
+      end
+      assert.are.same({ 0, 3, 2, 2 }, F.grid_sample(tide.zeros({ 0, 3, 4, 5 }), tide.zeros({ 0, 2, 2, 2 })):shape())
+      assert.are.same({ 2, 3, 0, 4 }, F.grid_sample(x, tide.zeros({ 2, 0, 4, 2 }, "float64")):shape())
+    end)
+
+    it("grid_sample reads hand-computed values at the centre, the corners and outside", function()
+      local x = tide.tensor({ { { { 1, 2 }, { 3, 4 } } } }, "float64")
+      local g = tide.tensor({ { { { 0, 0 }, { -1, -1 }, { 1, 1 }, { 1.5, -1 } } } }, "float64")
+      -- without align_corners, -1 and 1 are the outer edges: half a pixel beyond the corner pixels' centres
+      H.equal(F.grid_sample(x, g), { { { { 2.5, 0.25, 1, 0 } } } })
+      H.equal(F.grid_sample(x, g, { padding_mode = "border" }), { { { { 2.5, 1, 4, 2 } } } })
+      -- x = 1.5 is pixel 2, reflected at the edge (pixel 1.5) to pixel 1
+      H.equal(F.grid_sample(x, g, { padding_mode = "reflection" }), { { { { 2.5, 1, 4, 2 } } } })
+      -- with align_corners, x = 1.5 is pixel 1.25: a quarter of the way to the zeros beyond
+      H.equal(F.grid_sample(x, g, { align_corners = true }), { { { { 2.5, 1, 4, 1.5 } } } })
+      -- pixels 0.5 and -0.5 round to even 0, pixel 1.5 to 2 (outside)
+      H.equal(F.grid_sample(x, g, { mode = "nearest" }), { { { { 1, 1, 0, 0 } } } })
+    end)
+
+    it("grid_sample of the identity affine grid gives the input back; a NaN point leaves the others alone", function()
+      local x = rnd({ 2, 2, 3, 4 })
+      local id = tide.tensor({ { 1, 0, 0 }, { 0, 1, 0 } }, "float64"):expand(2, 2, 3)
+      for _, ac in ipairs { false, true } do
+        H.close(F.grid_sample(x, F.affine_grid(id, { 2, 2, 3, 4 }, ac), { align_corners = ac }), x, 1e-12, 1e-14)
+        H.close(F.grid_sample(x, F.affine_grid(id, { 2, 2, 3, 4 }, ac), { mode = "nearest", align_corners = ac }), x)
+      end
+      local g = tide.tensor({ { { { 0 / 0, 0 }, { -0.5, -0.5 } } } }, "float64")
+      local x2 = tide.tensor({ { { { 1, 2 }, { 3, 4 } } } }, "float64")
+      H.equal(F.grid_sample(x2, g), { { { { 0 / 0, 1 } } } })   -- bilinear: NaN weights, as PyTorch's CPU kernel
+      H.equal(F.grid_sample(x2, g, { mode = "nearest" }), { { { { 0, 1 } } } })
+    end)
+
+    it("grid_sample has gradients for input and grid (gradcheck), and none for grid in nearest mode", function()
+      local x = leaf(rnd({ 1, 2, 3, 4 }))
+      local g = leaf(rnd({ 1, 2, 3, 2 }, -1.3, 1.3))
+      for _, pad in ipairs { "zeros", "border", "reflection" } do
+        for _, ac in ipairs { false, true } do
+          assert.is_true(gradcheck(function(a, b)
+            return F.grid_sample(a, b, { padding_mode = pad, align_corners = ac })
+          end, { x, g }))
+        end
+      end
+      local gn = g:detach():clone():requires_grad_()
+      local xn = x:detach():clone():requires_grad_()
+      F.grid_sample(xn, gn, { mode = "nearest" }):sum():backward()
+      assert.is_true(gn.grad == nil or gn.grad:eq(0):all():item())
+      assert.is_true(gradcheck(function(a) return F.grid_sample(a, gn:detach(), { mode = "nearest" }) end, { x }))
+      -- a spatial transformer: affine_grid then grid_sample, differentiable in theta
+      local th = leaf(tide.tensor({ { { 0.9, 0.1, 0.05 }, { -0.2, 1.1, 0.1 } } }, "float64"))
+      assert.is_true(gradcheck(function(t) return F.grid_sample(x:detach(), F.affine_grid(t, { 1, 2, 3, 3 })) end, { th }))
+    end)
+
+    it("grid_sample names the function and the values in its errors", function()
+      local x, g = tide.zeros({ 1, 2, 3, 3 }), tide.zeros({ 1, 2, 2, 2 })
+      assert.has_error(function() F.grid_sample(x, g, { mode = "bicubic" }) end,
+        "grid_sample: mode must be 'bilinear' or 'nearest', got bicubic")
+      assert.has_error(function() F.grid_sample(x, g, { padding_mode = "circular" }) end,
+        "grid_sample: padding_mode must be 'zeros', 'border' or 'reflection', got circular")
+      assert.has_error(function() F.grid_sample(x, g:double()) end,
+        "grid_sample: input (float32) and grid (float64) must have the same dtype")
+      assert.has_error(function() F.grid_sample(x[1], g) end,
+        "grid_sample: expects a 4-d input [N, C, H, W] and grid [N, oH, oW, 2] (2-d sampling), got [2,3,3] and [1,2,2,2]")
+      assert.has_error(function() F.grid_sample(x, tide.zeros({ 2, 2, 2, 2 })) end,
+        "grid_sample: grid of shape [2,2,2,2] does not match input of shape [1,2,3,3] (expected [1, oH, oW, 2])")
+      assert.has_error(function() F.grid_sample(x, tide.zeros({ 1, 2, 2, 3 })) end,
+        "grid_sample: grid of shape [1,2,2,3] does not match input of shape [1,2,3,3] (expected [1, oH, oW, 2])")
+      assert.has_error(function() F.grid_sample(tide.zeros({ 1, 2, 0, 3 }), g) end,
+        "grid_sample: input [1,2,0,3] has an empty spatial dimension")
+      assert.has_error(function() F.grid_sample(x, g, { align_corners = "yes" }) end,
+        "grid_sample: align_corners must be a boolean, got string")
+      assert.has_error(function() F.grid_sample(x, g, { interpolation = "bilinear" }) end,
+        "grid_sample: unknown option 'interpolation'")
     end)
   end)
 end)

@@ -170,4 +170,7 @@ return function(nn)
   -- 1-d convolution and pooling, transposed convolutions, group and instance
   -- norms, padding, interpolation and pixel shuffling, composed of the above
   require("tide.nn.spatial")(nn)
+  -- adaptive max pooling, unpooling, lp pooling, local response norm, channel
+  -- shuffle, affine_grid and grid_sample
+  require("tide.nn.spatial_extra")(nn)
 end

@@ -1,0 +1,641 @@
+--- tide.nn's spatial layers beyond spatial.lua's: adaptive max pooling, max
+-- unpooling, power-average pooling, local response normalisation, channel
+-- shuffling, and the spatial transformer's affine_grid and grid_sample (2-d),
+-- as torch.nn has them. All are composed of tensor ops (gather, scatter,
+-- index_select, the runtime's avg_pool2d) that autograd differentiates through
+-- their own rules; window tables come from shapes alone, so no host reads.
+-- 3-d pools and samplers are left out: they want kernels of their own.
+local tide = require "tide"
+local B = require "bindings.ffi"
+local fail = B.fail
+local is_tensor = tide.is_tensor
+local floor, ceil = math.floor, math.ceil
+
+return function(nn)
+  local F, Module = nn.functional, nn.Module
+
+  -- -- helpers ---------------------------------------------------------------------
+
+  local function shape_str(t) return "[" .. table.concat(t:shape(), ",") .. "]" end
+  local function list_str(l) return "{" .. table.concat(l, ", ") .. "}" end
+  local function is_int(v) return type(v) == "number" and v == floor(v) and v > -2^53 and v < 2^53 end
+  local function on(x) return { dtype = x:dtype(), device = x:device() } end
+
+  local function need_tensor(x, name, what)
+    if not is_tensor(x) then fail(string.format("%s: %s must be a tensor, got %s", name, what, type(x))) end
+  end
+
+  local function need_float(x, name, what)
+    need_tensor(x, name, what)
+    if not x:is_floating_point() then
+      fail(string.format("%s: %s must be a floating-point tensor, got %s", name, what, x:dtype()))
+    end
+  end
+
+  local function options(opts, name, known)
+    if opts == nil then return {} end
+    if type(opts) ~= "table" then fail(string.format("%s: options must be a table, got %s", name, type(opts))) end
+    for k in pairs(opts) do
+      if not known[k] then fail(string.format("%s: unknown option '%s'", name, tostring(k))) end
+    end
+    return opts
+  end
+
+  -- n sizes from an integer or a table of n (1-d also takes {n}); each at least lo.
+  local function sizes(v, n, name, what, lo)
+    local r = {}
+    if is_int(v) then
+      for i = 1, n do r[i] = v end
+    elseif type(v) == "table" and #v == n then
+      for i = 1, n do r[i] = v[i] end
+    else
+      fail(string.format("%s: %s must be an integer or a table of %d integers, got %s", name, what, n,
+        type(v) == "table" and ("a table of " .. #v) or tostring(v)))
+    end
+    for i = 1, n do
+      if not is_int(r[i]) or r[i] < lo then
+        fail(string.format("%s: %s must be %s integers, got %s", name, what, lo == 0 and "non-negative" or "positive",
+          tostring(r[i])))
+      end
+    end
+    return r
+  end
+
+  -- Runs f on x with a batch dim: x has `batched` dims, or one fewer (the
+  -- results lose the batch dim again).
+  local function with_batch(name, x, batched, layout, f)
+    need_tensor(x, name, "input")
+    if x:dim() == batched - 1 then
+      local a, b = f(x:unsqueeze(1))
+      return a:squeeze(1), b and b:squeeze(1)
+    end
+    if x:dim() ~= batched then
+      fail(string.format("%s: expects a %d-d (%s) or %d-d (N, %s) input, got shape %s", name, batched - 1, layout,
+        batched, layout, shape_str(x)))
+    end
+    return f(x)
+  end
+
+  -- return_indices given as a boolean or as {return_indices = b}.
+  local function indices_flag(v, name)
+    if type(v) == "table" then v = options(v, name, { return_indices = true }).return_indices end
+    if v ~= nil and type(v) ~= "boolean" then
+      fail(string.format("%s: return_indices must be a boolean, got %s", name, type(v)))
+    end
+    return v == true
+  end
+
+  -- -- adaptive max pooling ------------------------------------------------------------
+
+  -- PyTorch's adaptive windows of n elements into m: window i (0-based) spans
+  -- [floor(i n / m), ceil((i + 1) n / m)). Returns the 0-based positions read,
+  -- an int64 tensor [m, K] (K the longest window; shorter ones repeat their
+  -- last element, which cannot change a maximum or its first position).
+  local function windows(n, m, device)
+    local K = 0
+    for i = 0, m - 1 do K = math.max(K, ceil((i + 1) * n / m) - floor(i * n / m)) end
+    local i = tide.arange(0, m, { dtype = "float64", device = device }):view(m, 1)
+    local start = (i * n / m):floor()
+    local stop = ((i + 1) * n / m):ceil() - 1
+    local k = tide.arange(0, K, { dtype = "float64", device = device }):view(1, K)
+    return tide.minimum(start + k, stop):long(), K
+  end
+
+  -- Maxima of x3 [N, C, L] (or a flattened plane [N, C, H*W]) over the windows
+  -- of 0-based positions pos [P, K]: values [N, C, P] and their 1-based positions.
+  local function window_max(x3, pos, P, K)
+    local n, c = x3:size(1), x3:size(2)
+    local v, k = x3:index_select(3, pos:reshape(P * K) + 1):view(n, c, P, K):max(4)
+    local idx = (pos + 1):view(1, 1, P, K):expand(n, c, P, K):gather(4, k:unsqueeze(4)):squeeze(4)
+    return v, idx
+  end
+
+  local function check_plane(name, x, first)
+    for d = first, x:dim() do
+      if x:size(d) < 1 then
+        fail(string.format("%s: input %s has an empty spatial dimension %d", name, shape_str(x), d))
+      end
+    end
+  end
+
+  --- F.adaptive_max_pool1d(x, output_size, return_indices): the maxima of
+  -- output_size windows that tile L (window i spanning floor(i L / out) to
+  -- ceil((i + 1) L / out), as PyTorch's), and with return_indices their
+  -- 1-based positions along L (the first of equal maxima).
+  -- @param x [N, C, L] or [C, L]
+  -- @param output_size an integer or {n}
+  -- @param return_indices a boolean, or {return_indices = b}
+  -- @return [N, C, output_size] (and int64 indices of that shape)
+  -- @usage local y, idx = F.adaptive_max_pool1d(x, 4, true)
+  function F.adaptive_max_pool1d(x, output_size, return_indices)
+    local name = "adaptive_max_pool1d"
+    local out = sizes(output_size, 1, name, "output_size", 1)[1]
+    local want_idx = indices_flag(return_indices, name)
+    local y, idx = with_batch(name, x, 3, "C, L", function(x3)
+      need_float(x3, name, "input")
+      check_plane(name, x3, 3)
+      local pos, K = windows(x3:size(3), out, x3:device())
+      return window_max(x3, pos, out, K)
+    end)
+    if want_idx then return y, idx end
+    return y
+  end
+
+  --- F.adaptive_max_pool2d(x, output_size, return_indices): adaptive max
+  -- pooling over H and W (the windows of adaptive_max_pool1d along each);
+  -- indices are 1-based positions in each flattened H x W plane, as max_pool2d's.
+  -- @param x [N, C, H, W] or [C, H, W]
+  -- @param output_size an integer or {oh, ow}
+  -- @param return_indices a boolean, or {return_indices = b}
+  -- @return [N, C, oh, ow] (and int64 indices of that shape)
+  -- @usage local y = F.adaptive_max_pool2d(x, { 7, 7 })
+  function F.adaptive_max_pool2d(x, output_size, return_indices)
+    local name = "adaptive_max_pool2d"
+    local out = sizes(output_size, 2, name, "output_size", 1)
+    local want_idx = indices_flag(return_indices, name)
+    local y, idx = with_batch(name, x, 4, "C, H, W", function(x4)
+      need_float(x4, name, "input")
+      check_plane(name, x4, 3)
+      local n, c, h, w = x4:size(1), x4:size(2), x4:size(3), x4:size(4)
+      local rows, kh = windows(h, out[1], x4:device())
+      local cols, kw = windows(w, out[2], x4:device())
+      local pos = rows:view(out[1], 1, kh, 1) * w + cols:view(1, out[2], 1, kw)   -- [oh, ow, kh, kw]
+      local v, i = window_max(x4:reshape(n, c, h * w), pos:reshape(out[1] * out[2], kh * kw), out[1] * out[2], kh * kw)
+      return v:view(n, c, out[1], out[2]), i:view(n, c, out[1], out[2])
+    end)
+    if want_idx then return y, idx end
+    return y
+  end
+
+  --- nn.AdaptiveMaxPool1d(output_size, return_indices) and nn.AdaptiveMaxPool2d(output_size,
+  -- return_indices): F.adaptive_max_pool1d/2d as modules (with return_indices, forward
+  -- returns the maxima and their indices).
+  -- @usage local pool = nn.AdaptiveMaxPool2d({ 5, 7 })
+  for n = 1, 2 do
+    local cname = "AdaptiveMaxPool" .. n .. "d"
+    local fn = n == 1 and F.adaptive_max_pool1d or F.adaptive_max_pool2d
+    local cls = Module:extend(cname)
+    function cls:init(output_size, return_indices)
+      self.output_size = sizes(output_size, n, cname, "output_size", 1)
+      self.return_indices = indices_flag(return_indices, cname)
+    end
+    function cls:forward(x) return fn(x, self.output_size, self.return_indices) end
+    function cls:extra_repr()
+      local o = self.output_size
+      return "output_size=" .. (n == 1 and tostring(o[1]) or string.format("(%d, %d)", o[1], o[2]))
+    end
+    nn[cname] = cls
+  end
+
+  -- -- max unpooling ---------------------------------------------------------------------
+
+  local UNPOOL_OPTS = { stride = true, padding = true, output_size = true }
+
+  -- The output's spatial sizes of a max_unpool of n dims: from the input's
+  -- sizes `ins` and kernel/stride/padding, or output_size (n sizes, or n + 2
+  -- with N and C first) within a stride of that, as PyTorch's.
+  local function unpool_size(name, n, ins, k, s, p, output_size)
+    local def = {}
+    for i = 1, n do def[i] = (ins[i] - 1) * s[i] - 2 * p[i] + k[i] end
+    if output_size == nil then return def end
+    local o = type(output_size) == "table" and output_size or { output_size }
+    if #o == n + 2 then o = { unpack(o, 3) } end
+    if #o ~= n then
+      fail(string.format("%s: output_size must have %d or %d elements, got %d", name, n, n + 2, #o))
+    end
+    for i = 1, n do
+      if not is_int(o[i]) or o[i] <= def[i] - s[i] or o[i] >= def[i] + s[i] then
+        fail(string.format("%s: invalid output_size %s (dim %d must be between %d and %d)", name, list_str(o),
+          i, def[i] - s[i] + 1, def[i] + s[i] - 1))
+      end
+    end
+    return o
+  end
+
+  -- The max_unpool of n (1 or 2) spatial dims of xb [N, C, ...] and its indices.
+  local function max_unpool(name, n, xb, indices, kernel_size, opts)
+    need_float(xb, name, "input")
+    local k = sizes(kernel_size, n, name, "kernel_size", 1)
+    local s = sizes(opts.stride == nil and k or opts.stride, n, name, "stride", 1)
+    local p = sizes(opts.padding == nil and 0 or opts.padding, n, name, "padding", 0)
+    local ins = {}
+    for i = 1, n do ins[i] = xb:size(2 + i) end
+    local o = unpool_size(name, n, ins, k, s, p, opts.output_size)
+    local nb, c, plane, inplane = xb:size(1), xb:size(2), 1, 1
+    for i = 1, n do
+      inplane = inplane * ins[i]
+      if o[i] < 1 then
+        fail(string.format("%s: input %s with kernel_size %s, stride %s and padding %s gives an empty output", name,
+          shape_str(xb), list_str(k), list_str(s), list_str(p)))
+      end
+      plane = plane * o[i]
+    end
+    local shape = { nb, c }
+    for i = 1, n do shape[2 + i] = o[i] end
+    return tide.zeros({ nb, c, plane }, on(xb))
+      :scatter(3, indices:to("int64"):reshape(nb, c, inplane), xb:reshape(nb, c, inplane)):view(shape)
+  end
+
+  local function need_indices(name, x, indices)
+    need_tensor(indices, name, "indices")
+    if indices:dtype() ~= "int64" and indices:dtype() ~= "int32" then
+      fail(string.format("%s: indices must be an int64 or int32 tensor (max_pool's), got %s", name, indices:dtype()))
+    end
+    if is_tensor(x) and table.concat(x:shape(), ",") ~= table.concat(indices:shape(), ",") then
+      fail(string.format("%s: indices of shape %s do not match input of shape %s", name, shape_str(indices),
+        shape_str(x)))
+    end
+  end
+
+  --- F.max_unpool1d(x, indices, kernel_size, {stride = kernel_size, padding = 0,
+  -- output_size}): the partial inverse of max_pool1d: each value of x put at
+  -- its 1-based index (max_pool1d's return_indices) along an output of
+  -- (L - 1) stride - 2 padding + kernel_size zeros, or output_size.
+  -- @param x [N, C, L] or [C, L]
+  -- @param indices int64, x's shape
+  -- @return [N, C, oL]
+  -- @usage local y = F.max_unpool1d(pooled, idx, 2)
+  function F.max_unpool1d(x, indices, kernel_size, opts)
+    local name = "max_unpool1d"
+    opts = options(opts, name, UNPOOL_OPTS)
+    need_indices(name, x, indices)
+    local unbatched = is_tensor(x) and x:dim() == 2
+    return (with_batch(name, x, 3, "C, L", function(x3)
+      return max_unpool(name, 1, x3, unbatched and indices:unsqueeze(1) or indices, kernel_size, opts)
+    end))
+  end
+
+  --- F.max_unpool2d(x, indices, kernel_size, {stride = kernel_size, padding = 0,
+  -- output_size}): the partial inverse of max_pool2d: each value of x put at
+  -- its 1-based index in the flattened output plane (max_pool2d's
+  -- return_indices), the rest zeros; the plane is (H - 1) stride - 2 padding +
+  -- kernel_size high (and so wide), or output_size ({h, w} or {N, C, h, w}).
+  -- @param x [N, C, H, W] or [C, H, W]
+  -- @param indices int64, x's shape
+  -- @return [N, C, oH, oW]
+  -- @usage local y, idx = F.max_pool2d(x, 2, { return_indices = true }); local z = F.max_unpool2d(y, idx, 2)
+  function F.max_unpool2d(x, indices, kernel_size, opts)
+    local name = "max_unpool2d"
+    opts = options(opts, name, UNPOOL_OPTS)
+    need_indices(name, x, indices)
+    local unbatched = is_tensor(x) and x:dim() == 3
+    return (with_batch(name, x, 4, "C, H, W", function(x4)
+      return max_unpool(name, 2, x4, unbatched and indices:unsqueeze(1) or indices, kernel_size, opts)
+    end))
+  end
+
+  --- nn.MaxUnpool1d(kernel_size, stride = kernel_size, padding = 0) and nn.MaxUnpool2d(...):
+  -- F.max_unpool1d/2d as modules; forward(x, indices, output_size).
+  -- @usage local unpool = nn.MaxUnpool2d(2); local z = unpool(y, idx)
+  for n = 1, 2 do
+    local cname = "MaxUnpool" .. n .. "d"
+    local fn = n == 1 and F.max_unpool1d or F.max_unpool2d
+    local cls = Module:extend(cname)
+    function cls:init(kernel_size, stride, padding)
+      self.kernel_size = sizes(kernel_size, n, cname, "kernel_size", 1)
+      self.stride = sizes(stride == nil and self.kernel_size or stride, n, cname, "stride", 1)
+      self.padding = sizes(padding == nil and 0 or padding, n, cname, "padding", 0)
+    end
+    function cls:forward(x, indices, output_size)
+      return fn(x, indices, self.kernel_size, { stride = self.stride, padding = self.padding,
+        output_size = output_size })
+    end
+    function cls:extra_repr()
+      local function t(v) return n == 1 and string.format("(%d,)", v[1]) or string.format("(%d, %d)", v[1], v[2]) end
+      return string.format("kernel_size=%s, stride=%s, padding=%s", t(self.kernel_size), t(self.stride),
+        t(self.padding))
+    end
+    nn[cname] = cls
+  end
+
+  -- -- power-average pooling --------------------------------------------------------------
+
+  local LP_OPTS = { stride = true, ceil_mode = true }
+
+  local function need_norm_type(p, name)
+    if type(p) ~= "number" or not (p > 0) or p == math.huge then
+      fail(string.format("%s: norm_type must be a positive finite number, got %s", name, tostring(p)))
+    end
+    return p
+  end
+
+  -- PyTorch's lp_pool of x4 [N, C, H, W] over k = {kh, kw} windows: the
+  -- average of x^p times the window's size, to the power 1/p; sign(a) relu(|a|)
+  -- keeps its gradient 0 where a window sums to 0, as torch's composition.
+  local function lp_pool(name, x4, p, k, opts, x)
+    local s = sizes(opts.stride == nil and k or opts.stride, 2, name, "stride", 1)
+    if opts.ceil_mode ~= nil and type(opts.ceil_mode) ~= "boolean" then
+      fail(string.format("%s: ceil_mode must be a boolean, got %s", name, type(opts.ceil_mode)))
+    end
+    if x4:size(3) < k[1] or x4:size(4) < k[2] then
+      fail(string.format("%s: kernel_size %s is larger than the input %s", name,
+        x and tostring(k[2]) or list_str(k), shape_str(x or x4)))
+    end
+    local a = F.avg_pool2d(x4:pow(p), k, { stride = s, ceil_mode = opts.ceil_mode == true })
+    return (a:sign() * a:abs():relu()):mul(k[1] * k[2]):pow(1 / p)
+  end
+
+  --- F.lp_pool1d(x, norm_type, kernel_size, {stride = kernel_size, ceil_mode = false}):
+  -- the p-norm of each window, (sum x^p)^(1/p), as torch.nn.functional.lp_pool1d.
+  -- @param x [N, C, L] or [C, L]
+  -- @param norm_type p, a positive number
+  -- @usage local y = F.lp_pool1d(x, 2, 3, { stride = 2 })
+  function F.lp_pool1d(x, norm_type, kernel_size, opts)
+    local name = "lp_pool1d"
+    opts = options(opts, name, LP_OPTS)
+    need_norm_type(norm_type, name)
+    local k = sizes(kernel_size, 1, name, "kernel_size", 1)[1]
+    local o = { stride = opts.stride ~= nil and { 1, sizes(opts.stride, 1, name, "stride", 1)[1] } or nil,
+                ceil_mode = opts.ceil_mode }
+    return (with_batch(name, x, 3, "C, L", function(x3)
+      need_float(x3, name, "input")
+      return lp_pool(name, x3:unsqueeze(3), norm_type, { 1, k }, o, x3):squeeze(3)
+    end))
+  end
+
+  --- F.lp_pool2d(x, norm_type, kernel_size, {stride = kernel_size, ceil_mode = false}):
+  -- the p-norm of each window, as torch.nn.functional.lp_pool2d.
+  -- @param x [N, C, H, W] or [C, H, W]
+  -- @param norm_type p, a positive number
+  -- @param kernel_size an integer or {kh, kw}
+  -- @usage local y = F.lp_pool2d(x, 2, 2)
+  function F.lp_pool2d(x, norm_type, kernel_size, opts)
+    local name = "lp_pool2d"
+    opts = options(opts, name, LP_OPTS)
+    need_norm_type(norm_type, name)
+    local k = sizes(kernel_size, 2, name, "kernel_size", 1)
+    return (with_batch(name, x, 4, "C, H, W", function(x4)
+      need_float(x4, name, "input")
+      return lp_pool(name, x4, norm_type, k, opts)
+    end))
+  end
+
+  --- nn.LPPool1d(norm_type, kernel_size, stride = kernel_size, ceil_mode = false) and
+  -- nn.LPPool2d(...): F.lp_pool1d/2d as modules.
+  -- @usage local pool = nn.LPPool2d(2, 3, 2)
+  for n = 1, 2 do
+    local cname = "LPPool" .. n .. "d"
+    local fn = n == 1 and F.lp_pool1d or F.lp_pool2d
+    local cls = Module:extend(cname)
+    function cls:init(norm_type, kernel_size, stride, ceil_mode)
+      self.norm_type = need_norm_type(norm_type, cname)
+      self.kernel_size = sizes(kernel_size, n, cname, "kernel_size", 1)
+      self.stride = stride ~= nil and sizes(stride, n, cname, "stride", 1) or nil
+      self.ceil_mode = ceil_mode == true
+    end
+    function cls:forward(x)
+      return fn(x, self.norm_type, self.kernel_size, { stride = self.stride, ceil_mode = self.ceil_mode })
+    end
+    function cls:extra_repr()
+      local function t(v) return n == 1 and tostring(v[1]) or string.format("(%d, %d)", v[1], v[2]) end
+      return string.format("norm_type=%g, kernel_size=%s, stride=%s, ceil_mode=%s", self.norm_type,
+        t(self.kernel_size), t(self.stride or self.kernel_size), tostring(self.ceil_mode))
+    end
+    nn[cname] = cls
+  end
+
+  -- -- local response normalisation and channel shuffle ------------------------------------
+
+  --- F.local_response_norm(x, size, {alpha = 1e-4, beta = 0.75, k = 1}) (or
+  -- size, alpha, beta, k): x / (k + alpha / size * sum of x^2 over the size
+  -- neighbouring channels)^beta, the window reaching size // 2 channels back
+  -- and (size - 1) // 2 forward (zeros beyond the edges), as PyTorch's.
+  -- @param x [N, C, *] with at least 3 dimensions
+  -- @param size the number of channels in each window
+  -- @return a tensor of x's shape
+  -- @usage local y = F.local_response_norm(x, 5, { alpha = 1e-4, beta = 0.75, k = 2 })
+  function F.local_response_norm(x, size, alpha, beta, k)
+    local name = "local_response_norm"
+    if type(alpha) == "table" then
+      local o = options(alpha, name, { alpha = true, beta = true, k = true })
+      alpha, beta, k = o.alpha, o.beta, o.k
+    end
+    need_float(x, name, "input")
+    if x:dim() < 3 then
+      fail(string.format("%s: expects an input of at least 3 dimensions (N, C, ...), got shape %s", name,
+        shape_str(x)))
+    end
+    if not is_int(size) or size < 1 then
+      fail(string.format("%s: size must be a positive integer, got %s", name, tostring(size)))
+    end
+    alpha, beta, k = alpha == nil and 1e-4 or alpha, beta == nil and 0.75 or beta, k == nil and 1 or k
+    for _, v in ipairs { { alpha, "alpha" }, { beta, "beta" }, { k, "k" } } do
+      if type(v[1]) ~= "number" or v[1] ~= v[1] then
+        fail(string.format("%s: %s must be a number, got %s", name, v[2], tostring(v[1])))
+      end
+    end
+    if x:numel() == 0 then return x end
+    local n, c = x:size(1), x:size(2)
+    local sq = (x * x):reshape(n, 1, c, x:numel() / (n * c))
+    sq = F.pad(sq, { 0, 0, floor(size / 2), floor((size - 1) / 2) })
+    local div = F.avg_pool2d(sq, { size, 1 }, { stride = 1 }):reshape(x:shape())
+    return x / (div * alpha + k):pow(beta)
+  end
+
+  --- nn.LocalResponseNorm(size, alpha = 1e-4, beta = 0.75, k = 1): F.local_response_norm as a module.
+  -- @usage local lrn = nn.LocalResponseNorm(5)
+  local LocalResponseNorm = Module:extend("LocalResponseNorm")
+  function LocalResponseNorm:init(size, alpha, beta, k)
+    if type(alpha) == "table" then alpha, beta, k = alpha.alpha, alpha.beta, alpha.k end
+    if not is_int(size) or size < 1 then
+      fail(string.format("LocalResponseNorm: size must be a positive integer, got %s", tostring(size)))
+    end
+    self.size, self.alpha, self.beta, self.k = size, alpha or 1e-4, beta or 0.75, k or 1
+  end
+  function LocalResponseNorm:forward(x) return F.local_response_norm(x, self.size, self.alpha, self.beta, self.k) end
+  function LocalResponseNorm:extra_repr()
+    return string.format("%d, alpha=%g, beta=%g, k=%g", self.size, self.alpha, self.beta, self.k)
+  end
+  nn.LocalResponseNorm = LocalResponseNorm
+
+  local function need_groups(groups, name)
+    if not is_int(groups) or groups < 1 then
+      fail(string.format("%s: groups must be a positive integer, got %s", name, tostring(groups)))
+    end
+    return groups
+  end
+
+  --- F.channel_shuffle(x, groups): splits the C channels of x [N, C, *] into
+  -- groups and interleaves them (channel g * C/groups + j goes to j * groups + g),
+  -- as ShuffleNet's and torch.nn.functional.channel_shuffle.
+  -- @param x [N, C, *], at least 3 dimensions, C divisible by groups
+  -- @usage local y = F.channel_shuffle(x, 2)
+  function F.channel_shuffle(x, groups)
+    local name = "channel_shuffle"
+    need_tensor(x, name, "input")
+    need_groups(groups, name)
+    if x:dim() < 3 then
+      fail(string.format("%s: expects an input of at least 3 dimensions (N, C, *), got shape %s", name, shape_str(x)))
+    end
+    local shape = x:shape()
+    local c = shape[2]
+    if c % groups ~= 0 then
+      fail(string.format("%s: the %d channels of input %s are not divisible by groups %d", name, c, shape_str(x),
+        groups))
+    end
+    local rest = 1
+    for i = 3, #shape do rest = rest * shape[i] end
+    return x:reshape(shape[1], groups, c / groups, rest):transpose(2, 3):reshape(shape)
+  end
+
+  --- nn.ChannelShuffle(groups): F.channel_shuffle as a module.
+  -- @usage local shuffle = nn.ChannelShuffle(2)
+  local ChannelShuffle = Module:extend("ChannelShuffle")
+  function ChannelShuffle:init(groups) self.groups = need_groups(groups, "ChannelShuffle") end
+  function ChannelShuffle:forward(x) return F.channel_shuffle(x, self.groups) end
+  function ChannelShuffle:extra_repr() return "groups=" .. self.groups end
+  nn.ChannelShuffle = ChannelShuffle
+
+  -- -- spatial transformers: affine_grid and grid_sample ------------------------------------
+
+  -- n points from -1 to 1 (the pixels' centres scaled by (n - 1) / n without
+  -- align_corners; one point is 0), as PyTorch's affine_grid base.
+  local function base_line(n, align_corners, o)
+    if n <= 1 then return tide.zeros({ n }, o) end
+    local l = tide.linspace(-1, 1, n, o)
+    if not align_corners then l = l * ((n - 1) / n) end
+    return l
+  end
+
+  --- F.affine_grid(theta, size, align_corners): the sampling grid of affine
+  -- transforms for F.grid_sample: grid[n, h, w] = theta[n] (x_w, y_h, 1), the
+  -- x_w and y_h spanning [-1, 1] over the output's W and H (the pixels' corners
+  -- with align_corners, else their centres). Differentiable in theta. 2-d only.
+  -- @param theta [N, 2, 3] floating point
+  -- @param size {N, C, H, W}, the output's size
+  -- @param align_corners default false
+  -- @return [N, H, W, 2]
+  -- @usage local grid = F.affine_grid(theta, { 1, 3, 32, 32 }, false)
+  function F.affine_grid(theta, size, align_corners)
+    local name = "affine_grid"
+    need_float(theta, name, "theta")
+    if type(size) ~= "table" or #size ~= 4 then
+      fail(string.format("%s: size must be a table {N, C, H, W} (2-d grids; 3-d ones are not supported), got %s",
+        name, type(size) == "table" and ("a table of " .. #size) or tostring(size)))
+    end
+    for i = 1, 4 do
+      if not is_int(size[i]) or size[i] < (i == 1 and 0 or 1) then
+        fail(string.format("%s: size must hold positive sizes (N may be 0), got %s", name, list_str(size)))
+      end
+    end
+    if align_corners ~= nil and type(align_corners) ~= "boolean" then
+      fail(string.format("%s: align_corners must be a boolean, got %s", name, type(align_corners)))
+    end
+    local n, h, w = size[1], size[3], size[4]
+    if theta:dim() ~= 3 or theta:size(1) ~= n or theta:size(2) ~= 2 or theta:size(3) ~= 3 then
+      fail(string.format("%s: theta must be a batch of 2-d affine matrices [%d, 2, 3] for size %s, got shape %s",
+        name, n, list_str(size), shape_str(theta)))
+    end
+    local o = on(theta)
+    local xs = base_line(w, align_corners, o):view(1, w, 1):expand(h, w, 1)
+    local ys = base_line(h, align_corners, o):view(h, 1, 1):expand(h, w, 1)
+    local base = tide.cat({ xs, ys, tide.ones({ h, w, 1 }, o) }, 3):reshape(1, h * w, 3):expand(n, h * w, 3)
+    return base:bmm(theta:transpose(2, 3)):view(n, h, w, 2)
+  end
+
+  local SAMPLE_MODES = { bilinear = true, nearest = true }
+  local SAMPLE_PADDING = { zeros = true, border = true, reflection = true }
+
+  -- c clamped to [0, hi], with the gradient passing only strictly inside
+  -- (PyTorch's clip_coordinates_set_grad).
+  local function clip(c, hi)
+    return tide.where(c:le(0), 0, tide.where(c:ge(hi), hi, c))
+  end
+
+  -- c reflected into [lo2 / 2, hi2 / 2] by the bounds' mirrors, as PyTorch's
+  -- reflect_coordinates (the gradient's sign flipping with each reflection).
+  local function reflect(c, lo2, hi2)
+    if lo2 == hi2 then return c * 0 end
+    local lo, span = lo2 / 2, (hi2 - lo2) / 2
+    local d = c - lo
+    local a = tide.where(d:lt(0), -d, d)
+    local extra = a:fmod(span)
+    local even = (a:detach() / span):floor():fmod(2):eq(0)
+    return tide.where(even, extra + lo, -extra + (span + lo))
+  end
+
+  -- Grid coordinates g in [-1, 1] as pixel coordinates of a dimension of n,
+  -- after the padding mode's folding (border, reflection).
+  local function source_coords(g, n, padding_mode, align_corners)
+    local c
+    if align_corners then c = (g + 1) * ((n - 1) / 2) else c = ((g + 1) * n - 1) / 2 end
+    if padding_mode == "border" then return clip(c, n - 1) end
+    if padding_mode == "reflection" then
+      c = align_corners and reflect(c, 0, 2 * (n - 1)) or reflect(c, -1, 2 * n - 1)
+      return clip(c, n - 1)
+    end
+    return c
+  end
+
+  --- F.grid_sample(input, grid, {mode = "bilinear", padding_mode = "zeros",
+  -- align_corners = false}): samples input at the grid's points, as
+  -- torch.nn.functional.grid_sample (2-d). grid[n, h, w] = (x, y) in [-1, 1]
+  -- spans the input's width and height (the corner pixels' centres with
+  -- align_corners, else their outer edges); points outside read zeros, the
+  -- border's values, or the input reflected at its borders. Differentiable
+  -- in input and grid (bilinear; nearest gives grid no gradient).
+  -- @param input [N, C, H, W] floating point
+  -- @param grid [N, oH, oW, 2] of input's dtype
+  -- @param opts {mode = "bilinear" | "nearest", padding_mode = "zeros" | "border" | "reflection", align_corners = false}
+  -- @return [N, C, oH, oW]
+  -- @usage local out = F.grid_sample(img, F.affine_grid(theta, img:shape()))
+  function F.grid_sample(input, grid, opts)
+    local name = "grid_sample"
+    opts = options(opts, name, { mode = true, padding_mode = true, align_corners = true })
+    need_float(input, name, "input")
+    need_float(grid, name, "grid")
+    local mode, padding_mode = opts.mode or "bilinear", opts.padding_mode or "zeros"
+    if not SAMPLE_MODES[mode] then
+      fail(string.format("%s: mode must be 'bilinear' or 'nearest', got %s", name, tostring(mode)))
+    end
+    if not SAMPLE_PADDING[padding_mode] then
+      fail(string.format("%s: padding_mode must be 'zeros', 'border' or 'reflection', got %s", name,
+        tostring(padding_mode)))
+    end
+    local ac = opts.align_corners
+    if ac ~= nil and type(ac) ~= "boolean" then
+      fail(string.format("%s: align_corners must be a boolean, got %s", name, type(ac)))
+    end
+    if input:dim() ~= 4 or grid:dim() ~= 4 then
+      fail(string.format("%s: expects a 4-d input [N, C, H, W] and grid [N, oH, oW, 2] (2-d sampling), got %s and %s",
+        name, shape_str(input), shape_str(grid)))
+    end
+    if input:dtype() ~= grid:dtype() then
+      fail(string.format("%s: input (%s) and grid (%s) must have the same dtype", name, input:dtype(), grid:dtype()))
+    end
+    local n, c, h, w = input:size(1), input:size(2), input:size(3), input:size(4)
+    if grid:size(1) ~= n or grid:size(4) ~= 2 then
+      fail(string.format("%s: grid of shape %s does not match input of shape %s (expected [%d, oH, oW, 2])", name,
+        shape_str(grid), shape_str(input), n))
+    end
+    if h < 1 or w < 1 then
+      fail(string.format("%s: input %s has an empty spatial dimension", name, shape_str(input)))
+    end
+    local oh, ow = grid:size(2), grid:size(3)
+    local p = oh * ow
+    local ix = source_coords(grid:select(4, 1):reshape(n, 1, p), w, padding_mode, ac == true)
+    local iy = source_coords(grid:select(4, 2):reshape(n, 1, p), h, padding_mode, ac == true)
+    local flat = input:reshape(n, c, h * w)
+    -- input's values [N, C, P] at the integer points (x, y) [N, 1, P] (float,
+    -- detached), 0 outside (or at NaN); the flat index is made in int64, exact for any size
+    local function read(x, y)
+      local inside = x:ge(0):logical_and(x:le(w - 1)):logical_and(y:ge(0)):logical_and(y:le(h - 1))
+      local at = tide.where(inside, y, 0):long() * w + tide.where(inside, x, 0):long() + 1
+      return tide.where(inside, flat:gather(3, at:expand(n, c, p)), 0)
+    end
+    local out
+    if mode == "nearest" then
+      out = read(ix:detach():round(), iy:detach():round())
+    else
+      local x0, y0 = ix:detach():floor(), iy:detach():floor()
+      local x1, y1 = x0 + 1, y0 + 1
+      local fx, fy = ix - x0, iy - y0   -- the weights of x1 and y1, carrying grid's gradient
+      local gx, gy = -fx + 1, -fy + 1
+      for _, corner in ipairs { { x0, y0, gx * gy }, { x1, y0, fx * gy }, { x0, y1, gx * fy }, { x1, y1, fx * fy } } do
+        local term = read(corner[1], corner[2]) * corner[3]
+        out = out and out + term or term
+      end
+    end
+    return out:view(n, c, oh, ow)
+  end
+end
