@@ -5,7 +5,8 @@
 -- affine_grid and grid_sample, against hand-computed values and plain-Lua
 -- float64 references of PyTorch's formulas, on contiguous and non-contiguous
 -- inputs, batched, unbatched and empty; gradcheck of each differentiable one;
--- the modules' parameters and printing; every error.
+-- the modules' parameters and printing; every error; and each under
+-- tide.jit.compile (which refuses host reads) giving the eager values.
 local tide = require "tide"
 local H = require "spec.helpers"
 local nn, F = tide.nn, tide.nn.functional
@@ -989,6 +990,55 @@ describe("nn functional extras", function()
         "grid_sample: align_corners must be a boolean, got string")
       assert.has_error(function() F.grid_sample(x, g, { interpolation = "bilinear" }) end,
         "grid_sample: unknown option 'interpolation'")
+    end)
+  end)
+
+  describe("under tide.jit.compile", function()
+    it("each function captures (no host reads) and replays the eager values", function()
+      local x = rnd({ 2, 4, 6, 6 }, 0.1, 1)
+      local theta = rnd({ 2, 2, 3 })
+      local _, idx = F.max_pool2d(x, 2, { return_indices = true })
+      local t = i64({ 2, 4 })
+      local lt = i64({ { 1, 3, 0, 0, 0, 0 }, { 2, 0, 0, 0, 0, 0 } })
+      local function body(a, th)
+        local y, i = F.adaptive_max_pool2d(a, { 4, 3 }, true)
+        local g = F.affine_grid(th, { 2, 4, 5, 5 })
+        local pooled = F.max_pool2d(a, 2)
+        return y, i, F.grid_sample(a, g, { padding_mode = "reflection" }), F.max_unpool2d(pooled, idx, 2),
+          F.lp_pool2d(a, 2, 3), F.local_response_norm(a, 3), F.channel_shuffle(a, 2), F.rms_norm(a, 6),
+          F.adaptive_max_pool1d(a:select(3, 1), 4), F.softshrink(a, 0.3), F.hardshrink(a, 0.3),
+          F.multi_margin_loss(a:select(3, 1):select(3, 1), t), F.multilabel_margin_loss(a:select(2, 1):select(2, 1), lt),
+          F.multilabel_soft_margin_loss(a:select(4, 1), a:select(4, 2):gt(0.5):double()),
+          F.soft_margin_loss(a, a - 0.5)
+      end
+      local f = tide.jit.compile(body)
+      for call = 1, 3 do   -- eager warm-up, capture, replay
+        local a = x * call
+        local want, got = { body(a, theta) }, { f(a, theta) }
+        assert.are.equal(#want, #got)
+        for i = 1, #want do H.close(got[i], want[i], 1e-12, 1e-14, "result " .. i .. ", call " .. call) end
+      end
+      assert.are.equal(1, f:stats().captures)
+      assert.are.equal(1, f:stats().replays)
+    end)
+
+    it("the dropouts draw fresh masks on each replay", function()
+      local f = tide.jit.compile(function(a)
+        return F.dropout2d(a, 0.5), F.alpha_dropout(a, 0.5, true), F.rrelu(-a, 0.1, 0.3, true),
+          F.gumbel_softmax(a:view(4, 16), { hard = true })
+      end)
+      local a = tide.ones(2, 4, 2, 4)
+      local seen = {}
+      for call = 1, 4 do
+        local d2, ad, rr, gs = f(a)
+        local lo, hi = d2:reshape(8, 8):min(2), d2:reshape(8, 8):max(2)
+        H.equal(lo, hi, "whole channels, call " .. call)
+        H.equal(gs:sum(2), { 1, 1, 1, 1 })
+        assert.is_true(rr:le(-0.1):all():item() and rr:ge(-0.3):all():item())
+        seen[#seen + 1] = table.concat(H.flat(d2:totable()), ",") .. table.concat(H.flat(ad:totable()), ",")
+      end
+      assert.are_not.equal(seen[3], seen[4])   -- each replay draws anew
+      assert.are.equal(2, f:stats().replays)
     end)
   end)
 end)
