@@ -1,7 +1,8 @@
 --- tide.compose: the functions and tensor methods a PyTorch user expects that
 -- are compositions of ops tide has (roll, diagonal, kron, tensordot, diff,
 -- cross, meshgrid, nonzero, logaddexp, isnan, nan_to_num, median, quantile,
--- unique, ...), so autograd, every device and
+-- unique, addmm, index_put, scatter_reduce, cov, gcd, bitwise_and,
+-- matrix_exp, NumPy's names, ...), so autograd, every device and
 -- tide.jit take them unchanged. Kernels of their own belong to the runtime's
 -- registry; nothing here defines a name that exists already.
 -- Called once, by init.lua: require("tide.compose")(tide, methods).
@@ -1533,5 +1534,352 @@ return function(tide, methods)
     local e = ord > 0 and sums:amax(outer, true) or sums:amin(outer, true)
     if keepdim then return e end
     return e:squeeze({ r, c })
+  end
+
+  -- -- dtypes, and writing a result back in place ---------------------------------------------
+
+  -- The dtype of an op on tensors of dtypes a and b, as PyTorch promotes them.
+  local RANK = { bool = 0, uint8 = 1, int32 = 2, int64 = 3, float16 = 4, bfloat16 = 4, float32 = 5, float64 = 6 }
+  local function promote(a, b)
+    if a == b then return a end
+    if RANK[a] == 4 and RANK[b] == 4 then return "float32" end
+    return RANK[a] >= RANK[b] and a or b
+  end
+
+  -- whether shape s broadcasts to shape t (without growing t)
+  local function broadcasts_to(s, t)
+    if #s > #t then return false end
+    for k = 1, #s do
+      local v = s[#s - k + 1]
+      if v ~= 1 and v ~= t[#t - k + 1] then return false end
+    end
+    return true
+  end
+
+  -- r copied into x, for an in-place form: r must have x's shape and a dtype x
+  -- can hold (as PyTorch's out= rules).
+  local function copy_into(name, x, r)
+    if shape_str(r:shape()) ~= shape_str(x:shape()) then
+      fail(fmt("%s: the result's shape %s does not match the tensor's shape %s", name, shape_str(r:shape()),
+        shape_str(x:shape())))
+    end
+    if (r:is_floating_point() and not x:is_floating_point()) or (r:dtype() ~= "bool" and x:dtype() == "bool") then
+      fail(fmt("%s: a %s result cannot be written into a %s tensor", name, r:dtype(), x:dtype()))
+    end
+    return x:copy_(r)
+  end
+  -- x:name_(...) from the functional form f: f(x) copied into x. Where autograd
+  -- records x, f reads a copy of it, so that the values its gradient needs are
+  -- not the ones the copy overwrites.
+  local function write_back(name, x, f)
+    return copy_into(name, x, f(x.requires_grad and tide.is_grad_enabled() and x:clone() or x))
+  end
+
+  -- A number as a 0-d tensor of dtype dt on x's device (a tensor as it is).
+  local function like_tensor(v, x, dt)
+    if is_tensor(v) then return v end
+    return tide.full({}, v, device_opts(x, dt or x:dtype()))
+  end
+
+  -- -- products with a scaled sum: addmm & co -------------------------------------------------
+  do
+    local function need_ndim(x, name, what, n)
+      if x:dim() ~= n then fail(fmt("%s: %s must be %d-d, got %d-d", name, what, n, x:dim())) end
+    end
+    -- beta and alpha from the options: numbers, integers where every tensor is (as PyTorch asks)
+    local function scales(name, opts, ...)
+      opts = options(opts, name, { beta = true, alpha = true })
+      local beta, alpha = opts.beta == nil and 1 or opts.beta, opts.alpha == nil and 1 or opts.alpha
+      local ints = true
+      for i = 1, select("#", ...) do if (select(i, ...)):is_floating_point() then ints = false end end
+      for _, p in ipairs { { "beta", beta }, { "alpha", alpha } } do
+        if type(p[2]) ~= "number" then fail(fmt("%s: %s must be a number, got %s", name, p[1], type(p[2]))) end
+        if ints and p[2] ~= floor(p[2]) then
+          fail(fmt("%s: %s must be an integer for integer tensors, got %s", name, p[1], tostring(p[2])))
+        end
+      end
+      return beta, alpha
+    end
+    -- beta * input + alpha * prod, input broadcast to prod's shape; beta 0 ignores
+    -- input (its NaN and infinities too), as PyTorch does
+    local function scaled_sum(name, input, prod, beta, alpha)
+      local ps = prod:shape()
+      if not broadcasts_to(input:shape(), ps) then
+        fail(fmt("%s: input of shape %s cannot be broadcast to the product's shape %s", name,
+          shape_str(input:shape()), shape_str(ps)))
+      end
+      if alpha ~= 1 then prod = prod * alpha end
+      if beta == 0 then return prod:to(promote(prod:dtype(), input:dtype())) end
+      if beta == 1 then return tide.add(prod, input) end
+      return tide.add(prod, input, beta)
+    end
+    local function mm_check(name, a, b, wa, wb)
+      if a:size(-1) ~= b:size(wb == "vec" and 1 or -2) then
+        fail(fmt("%s: %s and %s shapes cannot be multiplied (%s and %s)", name, wa, wb, shape_str(a:shape()),
+          shape_str(b:shape())))
+      end
+    end
+
+    -- name(input, a, b, opts) and input:name_(a, b, opts): `product` checks a and b and multiplies them
+    local function scaled(name, product)
+      local function f(fname, input, a, b, opts)
+        need_tensor(input, fname, 1); need_tensor(a, fname, 2); need_tensor(b, fname, 3)
+        local prod = product(fname, a, b)
+        local beta, alpha = scales(fname, opts, input, a, b)
+        return scaled_sum(fname, input, prod, beta, alpha)
+      end
+      define(name, function(input, a, b, opts) return f(name, input, a, b, opts) end, true)
+      methods[name .. "_"] = methods[name .. "_"] or function(x, a, b, opts)
+        return write_back(name .. "_", x, function(v) return f(name .. "_", v, a, b, opts) end)
+      end
+    end
+    --- addmm(input, mat1, mat2, {beta=1, alpha=1}): beta * input + alpha * mat1 @ mat2
+    -- (input broadcast to the product's shape); x:addmm_(mat1, mat2, opts) in place.
+    -- @usage local y = tide.addmm(bias, x, w, { alpha = 0.5 })
+    scaled("addmm", function(name, a, b)
+      need_ndim(a, name, "mat1", 2); need_ndim(b, name, "mat2", 2)
+      mm_check(name, a, b, "mat1", "mat2")
+      return a:mm(b)
+    end)
+    --- addbmm(input, batch1, batch2, opts): beta * input + alpha * the sum over the
+    -- batch of batch1[i] @ batch2[i] (one mm of the batches laid side by side).
+    scaled("addbmm", function(name, a, b)
+      need_ndim(a, name, "batch1", 3); need_ndim(b, name, "batch2", 3)
+      if a:size(1) ~= b:size(1) then
+        fail(fmt("%s: batch1 and batch2 must have the same number of matrices, got %d and %d", name, a:size(1),
+          b:size(1)))
+      end
+      mm_check(name, a, b, "batch1", "batch2")
+      local B_, n, k, m = a:size(1), a:size(2), a:size(3), b:size(3)
+      return a:permute(2, 1, 3):reshape(n, B_ * k):mm(b:reshape(B_ * k, m))
+    end)
+    --- baddbmm(input, batch1, batch2, opts): beta * input + alpha * bmm(batch1, batch2).
+    scaled("baddbmm", function(name, a, b)
+      need_ndim(a, name, "batch1", 3); need_ndim(b, name, "batch2", 3)
+      if a:size(1) ~= b:size(1) then
+        fail(fmt("%s: batch1 and batch2 must have the same number of matrices, got %d and %d", name, a:size(1),
+          b:size(1)))
+      end
+      mm_check(name, a, b, "batch1", "batch2")
+      return a:bmm(b)
+    end)
+    local function mv(name, a, b)
+      need_ndim(a, name, "mat", 2); need_ndim(b, name, "vec", 1)
+      mm_check(name, a, b, "mat", "vec")
+      return a:matmul(b)
+    end
+    --- addmv(input, mat, vec, opts): beta * input + alpha * mat @ vec.
+    scaled("addmv", mv)
+    --- addr(input, vec1, vec2, opts): beta * input + alpha * outer(vec1, vec2).
+    scaled("addr", function(name, a, b)
+      need_ndim(a, name, "vec1", 1); need_ndim(b, name, "vec2", 1)
+      return tide.outer(a, b)
+    end)
+    --- mv(mat, vec): the matrix-vector product.
+    define("mv", function(a, b)
+      need_tensor(a, "mv", 1); need_tensor(b, "mv", 2)
+      return mv("mv", a, b)
+    end, true)
+    --- ger(vec1, vec2): outer's old name.
+    define("ger", function(a, b)
+      need_tensor(a, "ger", 1); need_tensor(b, "ger", 2)
+      need_ndim(a, "ger", "vec1", 1); need_ndim(b, "ger", "vec2", 1)
+      return tide.outer(a, b)
+    end, true)
+    --- vdot(a, b): the dot product of two 1-d tensors of the same length.
+    define("vdot", function(a, b)
+      need_tensor(a, "vdot", 1); need_tensor(b, "vdot", 2)
+      if a:dim() ~= 1 or b:dim() ~= 1 then fail(fmt("vdot: expected 1-d tensors, got %d-d and %d-d", a:dim(), b:dim())) end
+      if a:numel() ~= b:numel() then
+        fail(fmt("vdot: the tensors must have the same number of elements, got %d and %d", a:numel(), b:numel()))
+      end
+      return a:dot(b)
+    end, true)
+    --- inner(a, b): the sum of products over the last dims of a and b (shape:
+    -- a's leading dims, then b's); a product when one is 0-d.
+    define("inner", function(a, b)
+      need_tensor(a, "inner", 1); need_tensor(b, "inner", 2)
+      if a:dim() == 0 or b:dim() == 0 then return a * b end
+      if a:size(-1) ~= b:size(-1) then
+        fail(fmt("inner: the last dimensions must have the same size, got shapes %s and %s", shape_str(a:shape()),
+          shape_str(b:shape())))
+      end
+      return tensordot(a, b, { { a:dim() }, { b:dim() } })
+    end, true)
+    --- chain_matmul(m1, m2, ...): the product of 2-d matrices (or one table of
+    -- them), in the order of fewest multiplications (linalg.multi_dot's).
+    define("chain_matmul", function(...)
+      local list = tensor_args("chain_matmul", ...)
+      for i, m in ipairs(list) do
+        if m:dim() ~= 2 then fail(fmt("chain_matmul: tensor %d must be 2-d, got %d-d", i, m:dim())) end
+        if i > 1 and list[i - 1]:size(2) ~= m:size(1) then
+          fail(fmt("chain_matmul: matrices %d and %d cannot be multiplied (%s and %s)", i - 1, i,
+            shape_str(list[i - 1]:shape()), shape_str(m:shape())))
+        end
+      end
+      if #list == 1 then return list[1]:clone() end
+      return tide.linalg.multi_dot(list)
+    end)
+  end
+
+  --- block_diag(t1, t2, ...): the 0-d, 1-d (a row) and 2-d tensors as the
+  -- blocks of a block-diagonal matrix, zeros elsewhere; the dtypes promoted.
+  -- @usage tide.block_diag(a, b)   -- [[a, 0], [0, b]]
+  define("block_diag", function(...)
+    if select("#", ...) == 0 then return tide.zeros(1, 0) end
+    local list = tensor_args("block_diag", ...)
+    local ms, dt, C = {}, list[1]:dtype(), 0
+    for i, t in ipairs(list) do
+      if t:dim() > 2 then fail(fmt("block_diag: tensor %d must have at most 2 dimensions, got %d", i, t:dim())) end
+      ms[i] = t:dim() == 2 and t or t:reshape(1, -1)
+      dt, C = promote(dt, t:dtype()), C + ms[i]:size(2)
+    end
+    local rows, c0 = {}, 0
+    for i, m in ipairs(ms) do
+      local r, c = m:size(1), m:size(2)
+      local parts = {}
+      if c0 > 0 then parts[#parts + 1] = tide.zeros({ r, c0 }, device_opts(m, dt)) end
+      parts[#parts + 1] = m:to(dt)
+      if C - c0 - c > 0 then parts[#parts + 1] = tide.zeros({ r, C - c0 - c }, device_opts(m, dt)) end
+      rows[i] = #parts > 1 and tide.cat(parts, 2) or parts[1]
+      c0 = c0 + c
+    end
+    return tide.cat(rows, 1)
+  end)
+
+  --- diagflat(x, offset): the elements of x (flattened) on the offset diagonal of a square matrix.
+  define("diagflat", function(x, offset)
+    need_tensor(x, "diagflat")
+    return diag_embed(x:reshape(-1), need_int(offset or 0, "diagflat", "offset"))
+  end, true)
+
+  -- -- NumPy's names ---------------------------------------------------------------------------
+
+  -- name as another name of target, as a function and (where target is one) a
+  -- method, with target's in-place form
+  local function alias(name, target, method)
+    define(name, tide[target], method ~= false and methods[target] ~= nil)
+    if methods[target .. "_"] and method ~= false then methods[name .. "_"] = methods[name .. "_"] or methods[target .. "_"] end
+  end
+  --- absolute, arccos, arcsin, arctan, arcsinh, arccosh, arctanh, arctan2, clip,
+  -- multiply, subtract, negative, greater, greater_equal, less, less_equal,
+  -- not_equal, sgn (real tensors: sign), concat and concatenate: NumPy's names.
+  for name, target in pairs { absolute = "abs", arccos = "acos", arcsin = "asin", arctan = "atan", arcsinh = "asinh",
+                              arccosh = "acosh", arctanh = "atanh", arctan2 = "atan2", clip = "clamp",
+                              multiply = "mul", subtract = "sub", negative = "neg", greater = "gt",
+                              greater_equal = "ge", less = "lt", less_equal = "le", not_equal = "ne", sgn = "sign" } do
+    alias(name, target)
+  end
+  alias("concat", "cat", false)
+  alias("concatenate", "cat", false)
+
+  --- positive(x): x itself (not for bool tensors, as in PyTorch).
+  define("positive", function(x)
+    need_tensor(x, "positive")
+    if x:dtype() == "bool" then fail("positive: bool tensors are not supported") end
+    return x
+  end, true)
+
+  -- a / b rounded toward zero: from floor_divide, one up where the quotient is negative and inexact
+  local function trunc_divide(a, b)
+    if a:is_floating_point() or b:is_floating_point() then return (a / b):trunc() end
+    local q = floor_divide(a, b)
+    return tide.where(tide.remainder(a, b):ne(0):logical_and(a:lt(0):ne(b:lt(0))), q + 1, q)
+  end
+  local function divide(name, a, b, opts)
+    if not is_tensor(a) and not is_tensor(b) then fail(name .. ": at least one argument must be a tensor") end
+    opts = options(opts, name, { rounding_mode = true })
+    local mode = opts.rounding_mode
+    a, b = operand(a, name, 1), operand(b, name, 2)
+    if mode == nil then return a / b end
+    if mode == "trunc" then return trunc_divide(a, b) end
+    if mode == "floor" then return floor_divide(a, b) end
+    fail(fmt("%s: rounding_mode must be 'trunc' or 'floor', got %s", name, tostring(mode)))
+  end
+  --- divide(a, b, {rounding_mode}): a / b (floating-point), or rounded toward zero
+  -- ('trunc') or down ('floor'), in the inputs' dtype as PyTorch's div.
+  -- @usage tide.divide(a, b, { rounding_mode = "floor" })
+  define("divide", function(a, b, opts) return divide("divide", a, b, opts) end, true)
+  methods.divide_ = methods.divide_ or function(x, b, opts)
+    if opts == nil then return x:div_(b) end
+    return write_back("divide_", x, function(v) return divide("divide_", v, b, opts) end)
+  end
+
+  -- -- elementwise -----------------------------------------------------------------------------
+
+  -- signbit: whether the sign bit is set (-0.0 included; a NaN's sign cannot be
+  -- read through the ops and counts as positive)
+  local function signbit(x)
+    if x:dtype() == "bool" or x:dtype() == "uint8" then return bool_like(x, false) end
+    if not x:is_floating_point() then return x:lt(0) end
+    return x:lt(0):logical_or(x:eq(0):logical_and(x:reciprocal():lt(0)))
+  end
+  --- signbit(x): true where x's sign bit is set, -0.0 included (bool).
+  define("signbit", function(x) return signbit(need_tensor(x, "signbit")) end, true)
+
+  -- copysign(a, b): |a| with b's sign (-0.0 counts as negative), floating-point
+  local function copysign(name, a, b)
+    if not is_tensor(a) and not is_tensor(b) then fail(name .. ": at least one argument must be a tensor") end
+    for i, v in ipairs { a, b } do
+      if not is_tensor(v) and type(v) ~= "number" then
+        fail(fmt("%s: argument %d must be a tensor or a number, got %s", name, i, type(v)))
+      end
+    end
+    local dt = float_result(a, b)
+    local m = is_tensor(a) and a:abs():to(dt) or abs(a)
+    if not is_tensor(b) then   -- the sign of a number, -0 included
+      local neg = b < 0 or (b == 0 and 1 / b < 0)
+      return neg and -m or m
+    end
+    if not is_tensor(m) then m = like_tensor(m, b, dt) end
+    return tide.where(signbit(b), -m, m)
+  end
+  --- copysign(a, b): the magnitude of a with the sign of b, floating-point.
+  define("copysign", function(a, b) return copysign("copysign", a, b) end, true)
+  methods.copysign_ = methods.copysign_ or function(x, b)
+    return write_back("copysign_", x, function(v) return copysign("copysign_", v, b) end)
+  end
+
+  local function sinc(x)
+    if not x:is_floating_point() then x = x:to("float32") end
+    local zero = x:eq(0)
+    local px = tide.where(zero, 1, x * math.pi)
+    return tide.where(zero, 1, px:sin() / px)
+  end
+  --- sinc(x): sin(pi x) / (pi x), 1 at 0 (floating-point).
+  define("sinc", function(x) return sinc(need_tensor(x, "sinc")) end, true)
+  methods.sinc_ = methods.sinc_ or function(x) return write_back("sinc_", x, sinc) end
+
+  local function float_power(name, a, b)
+    if not is_tensor(a) and not is_tensor(b) then fail(name .. ": at least one argument must be a tensor") end
+    for i, v in ipairs { a, b } do
+      if not is_tensor(v) and type(v) ~= "number" then
+        fail(fmt("%s: argument %d must be a tensor or a number, got %s", name, i, type(v)))
+      end
+    end
+    if is_tensor(a) then a = a:double() end
+    if is_tensor(b) then b = b:double() end
+    return a ^ b
+  end
+  --- float_power(a, b): a ^ b computed and returned in float64.
+  define("float_power", function(a, b) return float_power("float_power", a, b) end, true)
+  methods.float_power_ = methods.float_power_ or function(x, b)
+    if x:dtype() ~= "float64" then
+      fail(fmt("float_power_: the tensor must be float64 (the result's dtype), got %s", x:dtype()))
+    end
+    return write_back("float_power_", x, function(v) return float_power("float_power_", v, b) end)
+  end
+
+  local function logit(name, x, eps)
+    need_tensor(x, name)
+    if eps ~= nil and type(eps) ~= "number" then fail(fmt("%s: eps must be a number, got %s", name, type(eps))) end
+    if not x:is_floating_point() then x = x:to("float32") end
+    if eps then x = x:clamp(eps, 1 - eps) end
+    return (x / (1 - x)):log()
+  end
+  --- logit(x, eps): log(x / (1 - x)), x first clamped to [eps, 1 - eps] when eps is given.
+  define("logit", function(x, eps) return logit("logit", x, eps) end, true)
+  methods.logit_ = methods.logit_ or function(x, eps)
+    return write_back("logit_", x, function(v) return logit("logit_", v, eps) end)
   end
 end
