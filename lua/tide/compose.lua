@@ -1882,4 +1882,461 @@ return function(tide, methods)
   methods.logit_ = methods.logit_ or function(x, eps)
     return write_back("logit_", x, function(v) return logit("logit_", v, eps) end)
   end
+
+  -- -- reductions ------------------------------------------------------------------------------
+
+  --- nansum(x, dims, keepdim, dtype): sum treating NaN as 0.
+  define("nansum", function(x, dims, keepdim, dtype)
+    need_tensor(x, "nansum")
+    if x:is_floating_point() then x = tide.where(x:ne(x), 0, x) end
+    return x:sum(dims, keepdim, dtype)
+  end, true)
+  --- nanmean(x, dims, keepdim, dtype): the mean of the elements that are not NaN
+  -- (NaN where all are), floating-point tensors only.
+  define("nanmean", function(x, dims, keepdim, dtype)
+    need_tensor(x, "nanmean")
+    if not x:is_floating_point() then fail("nanmean: input must be a floating-point tensor, got " .. x:dtype()) end
+    if type(dims) == "boolean" then dims, keepdim, dtype = nil, dims, keepdim end
+    local num = x:eq(x)
+    return tide.where(num, x, 0):sum(dims, keepdim, dtype) / num:sum(dims, keepdim)
+  end, true)
+
+  -- std_mean and var_mean(x, dims, keepdim, correction), or (x, dims, {keepdim,
+  -- correction, unbiased}) with PyTorch's keywords: stat and the mean
+  local function stat_mean(name, stat)
+    return function(x, dims, keepdim, correction)
+      need_tensor(x, name)
+      if type(dims) == "boolean" then dims, keepdim, correction = nil, dims, keepdim
+      elseif type(dims) == "table" and #dims == 0 and next(dims) ~= nil then dims, keepdim = nil, dims end
+      if type(keepdim) == "table" then
+        local o = options(keepdim, name, { keepdim = true, correction = true, unbiased = true })
+        keepdim, correction = o.keepdim, o.correction
+        if o.unbiased ~= nil then
+          if correction ~= nil then fail(name .. ": give correction or unbiased, not both") end
+          correction = o.unbiased and 1 or 0
+        end
+      end
+      if correction ~= nil and type(correction) ~= "number" then
+        fail(fmt("%s: correction must be a number, got %s", name, type(correction)))
+      end
+      return stat(x, dims, keepdim, correction), x:mean(dims, keepdim)
+    end
+  end
+  --- std_mean(x, dims, keepdim, correction): std and mean, as two results.
+  -- @usage local s, m = tide.std_mean(x, 1, { correction = 0 })
+  define("std_mean", stat_mean("std_mean", tide.std))
+  --- var_mean(x, dims, keepdim, correction): var and mean, as two results.
+  define("var_mean", stat_mean("var_mean", tide.var))
+
+  --- aminmax(x, {dim, keepdim}): amin and amax, of all elements or along dim.
+  -- @usage local lo, hi = x:aminmax({ dim = 1 })
+  define("aminmax", function(x, opts)
+    need_tensor(x, "aminmax")
+    opts = options(opts, "aminmax", { dim = true, keepdim = true })
+    local keepdim = opts.keepdim == true
+    if opts.dim == nil then
+      if x:numel() == 0 then fail("aminmax: cannot compute aminmax of an empty tensor") end
+      local lo, hi = x:amin(), x:amax()
+      if keepdim then
+        local s = {}
+        for i = 1, x:dim() do s[i] = 1 end
+        lo, hi = lo:reshape(s), hi:reshape(s)
+      end
+      return lo, hi
+    end
+    local n, d = line_of(x, opts.dim, "aminmax")
+    if n == 0 then fail(fmt("aminmax: cannot compute aminmax over dimension %d, of size 0", d)) end
+    if not d then return x:clone(), x:clone() end
+    return x:amin(d, keepdim), x:amax(d, keepdim)
+  end, true)
+
+  -- -- indexing --------------------------------------------------------------------------------
+
+  -- An index argument: an integer tensor, as int64.
+  local function need_index(idx, name, what)
+    if not is_tensor(idx) then fail(fmt("%s: %s must be a tensor, got %s", name, what, type(idx))) end
+    if idx:is_floating_point() or idx:dtype() == "bool" then
+      fail(fmt("%s: %s must be an integer tensor, got %s", name, what, idx:dtype()))
+    end
+    return idx:to("int64")
+  end
+  -- 1-based indices with the negative ones counted from the end (-1: the last of n)
+  local function from_end(idx, n) return tide.where(idx:lt(0), idx + (n + 1), idx) end
+  -- The dim an indexing function works on: nil for a 0-d x (which takes 1 and -1).
+  local function need_dim(name, x, dim)
+    if dim == nil then fail(name .. ": a dimension is required") end
+    local _, d = line_of(x, dim, name)
+    return d
+  end
+  -- x with elements i .. i+k-1 along d replaced by mid
+  local function cat_slices(x, d, i, k, mid)
+    local n, parts = x:size(d), {}
+    if i > 1 then parts[#parts + 1] = x:narrow(d, 1, i - 1) end
+    parts[#parts + 1] = mid
+    if i + k <= n then parts[#parts + 1] = x:narrow(d, i + k, n - i - k + 1) end
+    return tide.cat(parts, d)
+  end
+  local function ones_shape(n, d, size)
+    local s = {}
+    for i = 1, n do s[i] = 1 end
+    if d then s[d] = size end
+    return s
+  end
+
+  --- take(x, index): the elements of x (as if flattened) at the 1-based indices
+  -- (negative: from the end), in index's shape.
+  define("take", function(x, index)
+    need_tensor(x, "take")
+    local idx = need_index(index, "take", "index")
+    local flat = x:reshape(-1)
+    return flat:index_select(1, from_end(idx:reshape(-1), flat:numel())):reshape(idx:shape())
+  end, true)
+
+  --- take_along_dim(x, indices, dim): gather along dim with x and indices
+  -- broadcast against each other outside it; without dim, of the flattened x.
+  define("take_along_dim", function(x, indices, dim)
+    need_tensor(x, "take_along_dim")
+    local idx = need_index(indices, "take_along_dim", "indices")
+    if dim == nil then return x:reshape(-1):gather(1, idx:reshape(-1)) end
+    if x:dim() ~= idx:dim() then
+      fail(fmt("take_along_dim: input and indices must have the same number of dimensions, got %d and %d", x:dim(),
+        idx:dim()))
+    end
+    local d = wrap_dim(x:dim(), dim, "take_along_dim")
+    local xs = x:shape()
+    xs[d] = idx:size(d)
+    local s = broadcast_shapes("take_along_dim", { xs, idx:shape() })
+    local si = {}
+    for i, v in ipairs(s) do si[i] = v end
+    s[d] = x:size(d)
+    return x:expand(s):gather(d, idx:expand(si))
+  end, true)
+
+  -- A bool mask of the places along dim d (nil: a 0-d x) that index names, to broadcast against x.
+  local function index_mask(name, x, d, index)
+    local idx = need_index(index, name, "index")
+    if idx:dim() > 1 then fail(fmt("%s: index must be 0-d or 1-d, got %d-d", name, idx:dim())) end
+    local n = d and x:size(d) or 1
+    local m = tide.zeros(n, device_opts(x, "bool")):scatter(1, from_end(idx:reshape(-1), n), 1)
+    return m:reshape(ones_shape(x:dim(), d, n))
+  end
+  local function index_fill(name, x, dim, index, value, inplace)
+    need_tensor(x, name)
+    local mask = index_mask(name, x, need_dim(name, x, dim), index)
+    if type(value) == "boolean" then value = value and 1 or 0 end
+    if type(value) == "number" then
+      if inplace then return x:masked_fill_(mask, value) end
+      return x:masked_fill(mask, value)
+    end
+    if not is_tensor(value) or value:dim() ~= 0 then
+      fail(fmt("%s: value must be a number or a 0-d tensor, got %s", name,
+        is_tensor(value) and fmt("a %d-d tensor", value:dim()) or type(value)))
+    end
+    local r = tide.where(mask, value:to(x:dtype()), x)
+    return inplace and copy_into(name, x, r) or r
+  end
+  --- index_fill(x, dim, index, value): x with the slices along dim at index
+  -- (1-based, negative from the end) set to value (a number or a 0-d tensor);
+  -- x:index_fill_(dim, index, value) in place.
+  define("index_fill", function(x, dim, index, value) return index_fill("index_fill", x, dim, index, value) end, true)
+  methods.index_fill_ = methods.index_fill_ or function(x, dim, index, value)
+    return index_fill("index_fill_", x, dim, index, value, true)
+  end
+
+  local function index_copy(name, x, dim, index, source, inplace)
+    need_tensor(x, name); need_tensor(source, name, 4)
+    local d = need_dim(name, x, dim)
+    local idx = need_index(index, name, "index")
+    if idx:dim() > 1 then fail(fmt("%s: index must be 0-d or 1-d, got %d-d", name, idx:dim())) end
+    if source:dtype() ~= x:dtype() then
+      fail(fmt("%s: source must have the tensor's dtype %s, got %s", name, x:dtype(), source:dtype()))
+    end
+    local xx, dd = x, d
+    if not d then xx, dd = x:reshape(1), 1 end
+    local want = xx:shape()
+    want[dd] = idx:numel()
+    local got = d and source:shape() or (source:dim() == 0 and { 1 } or source:shape())
+    if shape_str(got) ~= shape_str(want) then
+      fail(fmt("%s: source must have shape %s, got %s", name, shape_str(want), shape_str(source:shape())))
+    end
+    local ie = idx:reshape(ones_shape(#want, dd, idx:numel())):expand(want)
+    if inplace and d then return x:scatter_(dd, ie, source) end
+    local r = xx:scatter(dd, ie, source:reshape(want)):reshape(x:shape())
+    return inplace and copy_into(name, x, r) or r
+  end
+  --- index_copy(x, dim, index, source): x with its slices along dim at index
+  -- (1-based) replaced by those of source, in order; x:index_copy_ in place.
+  define("index_copy", function(x, dim, index, source) return index_copy("index_copy", x, dim, index, source) end, true)
+  methods.index_copy_ = methods.index_copy_ or function(x, dim, index, source)
+    return index_copy("index_copy_", x, dim, index, source, true)
+  end
+
+  -- index_put's 1-based positions in x flattened over its first #idx dims, checked
+  -- (a read of the host), and the shape the indices broadcast to
+  local function linear_index(name, x, idx)
+    local shapes, sizes = {}, x:shape()
+    for i, t in ipairs(idx) do shapes[i] = t:shape() end
+    local S = broadcast_shapes(name, shapes)
+    local lin, stride, bad = nil, 1, nil
+    for j = #idx, 1, -1 do
+      local i = from_end(idx[j], sizes[j])
+      local out = i:lt(1):logical_or(i:gt(sizes[j])):any()
+      bad = bad and bad:logical_or(out) or out
+      local term = (i - 1) * stride
+      lin = lin and lin + term or term
+      stride = stride * sizes[j]
+    end
+    if bad:item() then
+      for j, t in ipairs(idx) do
+        local i = from_end(t, sizes[j])
+        local wrong = t:masked_select(i:lt(1):logical_or(i:gt(sizes[j])))
+        if wrong:numel() > 0 then
+          fail(fmt("%s: index %d is out of range for dimension %d of size %d", name, wrong[1], j, sizes[j]))
+        end
+      end
+    end
+    return (lin + 1):expand(S):reshape(-1), S, stride
+  end
+  local function index_put(name, x, indices, values, accumulate)
+    need_tensor(x, name)
+    if type(indices) ~= "table" or is_tensor(indices) then
+      fail(fmt("%s: indices must be a table of tensors, got %s", name, is_tensor(indices) and "a tensor" or type(indices)))
+    end
+    if accumulate ~= nil and type(accumulate) ~= "boolean" then
+      fail(fmt("%s: accumulate must be a boolean, got %s", name, type(accumulate)))
+    end
+    local idx = {}
+    for i, t in ipairs(indices) do
+      if is_tensor(t) and t:dtype() == "bool" then   -- a mask: the indices of its true elements (waits)
+        for _, v in ipairs(nonzero(t, { as_tuple = true })) do idx[#idx + 1] = v end
+      else
+        idx[#idx + 1] = need_index(t, name, "index " .. i)
+      end
+    end
+    if #idx == 0 then fail(name .. ": expects at least one index tensor") end
+    if #idx > x:dim() then fail(fmt("%s: too many indices for a %d-d tensor: %d", name, x:dim(), #idx)) end
+    if is_tensor(values) and values:dtype() ~= x:dtype() then
+      fail(fmt("%s: values must have the tensor's dtype %s, got %s", name, x:dtype(), values:dtype()))
+    end
+    if not is_tensor(values) and type(values) ~= "number" and type(values) ~= "boolean" then
+      fail(fmt("%s: values must be a tensor or a number, got %s", name, type(values)))
+    end
+    local lin, S, P = linear_index(name, x, idx)
+    local rest, n = {}, lin:numel()
+    for i = #idx + 1, x:dim() do rest[#rest + 1] = x:size(i) end
+    local vshape = {}
+    for _, v in ipairs(S) do vshape[#vshape + 1] = v end
+    for _, v in ipairs(rest) do vshape[#vshape + 1] = v end
+    local v = is_tensor(values) and values or like_tensor(type(values) == "boolean" and (values and 1 or 0) or values, x)
+    if not broadcasts_to(v:shape(), vshape) then
+      fail(fmt("%s: values of shape %s cannot be broadcast to the indexed shape %s", name, shape_str(v:shape()),
+        shape_str(vshape)))
+    end
+    local flat_shape = { n, unpack(rest) }
+    v = v:expand(vshape):reshape(flat_shape)
+    local xf = x:reshape({ P, unpack(rest) })
+    local r
+    if accumulate then r = xf:index_add(1, lin, v)
+    else r = xf:scatter(1, lin:reshape(ones_shape(#flat_shape, 1, n)):expand(flat_shape), v) end
+    return r:reshape(x:shape())
+  end
+  --- index_put(x, indices, values, accumulate=false): x with values (broadcast)
+  -- written at the places that the table of index tensors names, one tensor per
+  -- leading dim, broadcast together (1-based, negative from the end; a bool
+  -- tensor stands for the indices of its true elements); accumulate adds them
+  -- (repeated places too). Indices out of range are found on the host: it waits.
+  -- x:index_put_(indices, values, accumulate) in place.
+  -- @usage x:index_put_({ rows, cols }, 0)
+  define("index_put", function(x, indices, values, accumulate)
+    return index_put("index_put", x, indices, values, accumulate)
+  end, true)
+  methods.index_put_ = methods.index_put_ or function(x, indices, values, accumulate)
+    return write_back("index_put_", x, function(v) return index_put("index_put_", v, indices, values, accumulate) end)
+  end
+
+  local REDUCTIONS = { sum = true, prod = true, mean = true, amax = true, amin = true }
+  local function scatter_reduce(name, x, dim, index, src, reduce, opts)
+    need_tensor(x, name); need_tensor(src, name, 4)
+    if not is_tensor(index) or index:dtype() ~= "int64" then
+      fail(fmt("%s: index must be an int64 tensor, got %s", name, is_tensor(index) and index:dtype() or type(index)))
+    end
+    if not REDUCTIONS[reduce] then
+      fail(fmt("%s: reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', got %s", name, tostring(reduce)))
+    end
+    opts = options(opts, name, { include_self = true })
+    local self_too = opts.include_self ~= false
+    if src:dtype() ~= x:dtype() then
+      fail(fmt("%s: src must have the tensor's dtype %s, got %s", name, x:dtype(), src:dtype()))
+    end
+    if index:dim() ~= x:dim() or src:dim() ~= x:dim() then
+      fail(fmt("%s: index, src and the tensor must have the same number of dimensions, got %d, %d and %d", name,
+        index:dim(), src:dim(), x:dim()))
+    end
+    local d = need_dim(name, x, dim)
+    if not d then
+      return scatter_reduce(name, x:reshape(1), 1, index:reshape(1), src:reshape(1), reduce, opts):reshape({})
+    end
+    local s = src
+    for i = 1, x:dim() do
+      if index:size(i) > src:size(i) or (i ~= d and index:size(i) > x:size(i)) then
+        fail(fmt("%s: index of shape %s must be no larger than src %s, nor than the tensor %s outside dimension %d",
+          name, shape_str(index:shape()), shape_str(src:shape()), shape_str(x:shape()), d))
+      end
+      if src:size(i) > index:size(i) then s = s:narrow(i, 1, index:size(i)) end
+    end
+    if index:numel() == 0 then return x:clone() end
+    if reduce == "sum" or reduce == "mean" then
+      local r = (self_too and x or x:scatter(d, index, 0)):scatter_add(d, index, s)
+      if reduce == "sum" then return r end
+      local cnt = tide.zeros(x:shape(), device_opts(x, "int64"))
+        :scatter_add(d, index, tide.ones(index:shape(), device_opts(x, "int64")))
+      cnt = self_too and cnt + 1 or cnt:clamp(1)
+      if x:is_floating_point() then return r / cnt:to(x:dtype()) end
+      return floor_divide(r, cnt):to(x:dtype())   -- integers: floored, as PyTorch
+    end
+    -- prod, amax, amin: src sorted by target along d, then a segmented scan
+    -- (log2 of the length in steps) leaves each target's reduction in the last
+    -- element of its run. A kernel would do it in one pass.
+    local f = reduce == "prod" and tide.mul or reduce == "amax" and tide.maximum or tide.minimum
+    local key, perm = index:sort(d)
+    local v = s:gather(d, perm)
+    local M, k = index:size(d), 1
+    while k < M do
+      local hi = v:narrow(d, k + 1, M - k)
+      local same = key:narrow(d, k + 1, M - k):eq(key:narrow(d, 1, M - k))
+      v = tide.cat({ v:narrow(d, 1, k), tide.where(same, f(hi, v:narrow(d, 1, M - k)), hi) }, d)
+      k = k * 2
+    end
+    local ends = tide.ones(ones_shape(0), device_opts(x, "bool")):expand(key:narrow(d, 1, 1):shape())
+    if M > 1 then ends = tide.cat({ key:narrow(d, 2, M - 1):ne(key:narrow(d, 1, M - 1)), ends }, d) end
+    local N = x:size(d)
+    local ext = x:shape()
+    ext[d] = N + 1   -- the rest of each run goes to an extra place, dropped
+    local r = tide.zeros(ext, device_opts(x, x:dtype())):scatter(d, tide.where(ends, key, N + 1), v):narrow(d, 1, N)
+    if self_too then r = f(x, r) end
+    local touched = tide.zeros(x:shape(), device_opts(x, "bool")):scatter(d, index, 1)
+    return tide.where(touched, r, x)
+  end
+  --- scatter_reduce(x, dim, index, src, reduce, {include_self=true}): x with the
+  -- elements of src reduced into the places index names along dim (1-based, as
+  -- scatter): reduce 'sum', 'prod', 'mean' (integers: floored), 'amax' or
+  -- 'amin'; include_self=false leaves x's value out where src reaches.
+  -- x:scatter_reduce_ in place. Of tied maxima the gradient goes to one.
+  -- @usage tide.zeros(3):scatter_reduce(1, idx, src, "amax", { include_self = false })
+  define("scatter_reduce", function(x, dim, index, src, reduce, opts)
+    return scatter_reduce("scatter_reduce", x, dim, index, src, reduce, opts)
+  end, true)
+  methods.scatter_reduce_ = methods.scatter_reduce_ or function(x, dim, index, src, reduce, opts)
+    return write_back("scatter_reduce_", x, function(v)
+      return scatter_reduce("scatter_reduce_", v, dim, index, src, reduce, opts)
+    end)
+  end
+
+  local function masked_scatter(name, x, mask, source)
+    need_tensor(x, name); need_tensor(mask, name, 2); need_tensor(source, name, 3)
+    if mask:dtype() ~= "bool" then fail(fmt("%s: mask must be a bool tensor, got %s", name, mask:dtype())) end
+    if source:dtype() ~= x:dtype() then
+      fail(fmt("%s: source must have the tensor's dtype %s, got %s", name, x:dtype(), source:dtype()))
+    end
+    local s = x:shape()
+    if not broadcasts_to(mask:shape(), s) then
+      fail(fmt("%s: mask of shape %s cannot be broadcast to the tensor's shape %s", name, shape_str(mask:shape()),
+        shape_str(s)))
+    end
+    local m = mask:expand(s)
+    local pos = m:reshape(-1):to("int64"):cumsum(1)   -- the place in source of each true element
+    local count = x:numel() > 0 and pos[x:numel()] or 0   -- a read of the host, as PyTorch's check
+    local src = source:reshape(-1)
+    if count > src:numel() then
+      fail(fmt("%s: the mask selects %d elements but source has only %d", name, count, src:numel()))
+    end
+    if count == 0 then return x:clone() end
+    return tide.where(m, src:index_select(1, pos:clamp(1, count)):reshape(s), x)
+  end
+  --- masked_scatter(x, mask, source): x with the elements where mask (broadcast)
+  -- is true replaced by source's first elements in row-major order; x:masked_scatter_ in place.
+  define("masked_scatter", function(x, mask, source) return masked_scatter("masked_scatter", x, mask, source) end, true)
+  methods.masked_scatter_ = methods.masked_scatter_ or function(x, mask, source)
+    return write_back("masked_scatter_", x, function(v) return masked_scatter("masked_scatter_", v, mask, source) end)
+  end
+
+  --- select_scatter(x, src, dim, index): x with x:select(dim, index) replaced by src.
+  define("select_scatter", function(x, src, dim, index)
+    need_tensor(x, "select_scatter"); need_tensor(src, "select_scatter", 2)
+    if x:dim() == 0 then fail("select_scatter: expected a tensor of at least 1 dimension, got 0") end
+    local d = wrap_dim(x:dim(), dim, "select_scatter")
+    local n = x:size(d)
+    if not is_int(index) or index == 0 or index > n or index < -n then
+      fail(fmt("select_scatter: index %s is out of range for dimension %d of size %d", tostring(index), d, n))
+    end
+    local want = x:shape()
+    table.remove(want, d)
+    if shape_str(src:shape()) ~= shape_str(want) then
+      fail(fmt("select_scatter: src must have shape %s (the selected slice's), got %s", shape_str(want),
+        shape_str(src:shape())))
+    end
+    return cat_slices(x, d, index > 0 and index or n + index + 1, 1, src:to(x:dtype()):unsqueeze(d))
+  end, true)
+
+  --- slice_scatter(x, src, dim=1, start=1, end=size, step=1): x with the elements
+  -- start, start+step, ... up to end (1-based and inclusive, negative from the
+  -- end, clamped to the dim as Python's slices are) along dim replaced by src.
+  -- @usage tide.slice_scatter(x, tide.zeros(2, 2), 2, 1, -1, 2)
+  define("slice_scatter", function(x, src, dim, start, stop, step)
+    local name = "slice_scatter"
+    need_tensor(x, name); need_tensor(src, name, 2)
+    if x:dim() == 0 then fail(name .. ": expected a tensor of at least 1 dimension, got 0") end
+    local d = wrap_dim(x:dim(), dim or 1, name)
+    local n = x:size(d)
+    step = need_int(step or 1, name, "step", 1)
+    local a, b = need_int(start or 1, name, "start"), need_int(stop or n, name, "end")
+    if a == 0 then fail(name .. ": start must be a 1-based index, got 0") end
+    if a < 0 then a = a + n + 1 end
+    if b < 0 then b = b + n + 1 end
+    a, b = max(a, 1), min(b, n)
+    local k = b >= a and floor((b - a) / step) + 1 or 0
+    local want = x:shape()
+    want[d] = k
+    if shape_str(src:shape()) ~= shape_str(want) then
+      fail(fmt("%s: src must have shape %s (the slice's), got %s", name, shape_str(want), shape_str(src:shape())))
+    end
+    src = src:to(x:dtype())
+    if k == 0 then return x:clone() end
+    if step == 1 then return cat_slices(x, d, a, k, src) end
+    local idx = tide.arange(a, a + (k - 1) * step + 1, step, device_opts(x, "int64"))
+    return x:scatter(d, idx:reshape(ones_shape(x:dim(), d, k)):expand(want), src)
+  end, true)
+
+  --- diagonal_scatter(x, src, offset=0, dim1=1, dim2=2): x with
+  -- x:diagonal(offset, dim1, dim2) replaced by src.
+  define("diagonal_scatter", function(x, src, offset, dim1, dim2)
+    local name = "diagonal_scatter"
+    need_tensor(x, name); need_tensor(src, name, 2)
+    offset = need_int(offset or 0, name, "offset")
+    local n = x:dim()
+    if n < 2 then fail(fmt("%s: expected a tensor of at least 2 dimensions, got %d", name, n)) end
+    local a, b = wrap_dim(n, dim1 or 1, name), wrap_dim(n, dim2 or 2, name)
+    if a == b then fail(fmt("%s: dim1 and dim2 must be different, got %d and %d", name, dim1 or 1, dim2 or 2)) end
+    local want = diagonal(x:detach(), offset, a, b):shape()
+    if shape_str(src:shape()) ~= shape_str(want) then
+      fail(fmt("%s: src must have shape %s (the diagonal's), got %s", name, shape_str(want), shape_str(src:shape())))
+    end
+    local k, na, nb = want[#want], x:size(a), x:size(b)
+    if k == 0 then return x:clone() end
+    local ra = offset >= 0 and 0 or -offset
+    local col = src:to(x:dtype())
+    local function zeros(len)
+      local s = col:shape()
+      s[#s] = len
+      return tide.zeros(s, device_opts(x, x:dtype()))
+    end
+    local parts = {}
+    if ra > 0 then parts[#parts + 1] = zeros(ra) end
+    parts[#parts + 1] = col
+    if na - ra - k > 0 then parts[#parts + 1] = zeros(na - ra - k) end
+    col = (#parts > 1 and tide.cat(parts, -1) or col):unsqueeze(-1)   -- row i of the plane: its diagonal element
+    local i, j = tide.arange(na, device_opts(x)):unsqueeze(2), tide.arange(nb, device_opts(x)):unsqueeze(1)
+    local r = tide.where((j - i):eq(offset), col, movedim(x, { a, b }, { n - 1, n }))
+    return movedim(r, { n - 1, n }, { a, b })
+  end, true)
 end
