@@ -2339,4 +2339,436 @@ return function(tide, methods)
     local r = tide.where((j - i):eq(offset), col, movedim(x, { a, b }, { n - 1, n }))
     return movedim(r, { n - 1, n }, { a, b })
   end, true)
+
+  -- -- counting and statistics -----------------------------------------------------------------
+
+  --- bincount(x, weights, minlength=0): how often each value 0, 1, 2, ... occurs
+  -- in the 1-d non-negative integer tensor x (the count of value v at index v + 1),
+  -- or the sum of their weights; length max(max(x) + 1, minlength). The length
+  -- depends on the data: it waits for x.
+  define("bincount", function(x, weights, minlength)
+    need_tensor(x, "bincount")
+    if x:dim() ~= 1 then fail(fmt("bincount: input must be 1-d, got %d-d", x:dim())) end
+    if x:is_floating_point() or x:dtype() == "bool" then
+      fail("bincount: input must be an integer tensor, got " .. x:dtype())
+    end
+    minlength = need_int(minlength or 0, "bincount", "minlength", 0)
+    local w, dt = nil, "int64"
+    if weights ~= nil then
+      need_tensor(weights, "bincount", 2)
+      if weights:dim() ~= 1 or weights:numel() ~= x:numel() then
+        fail(fmt("bincount: weights must be 1-d with one weight per element (%d), got shape %s", x:numel(),
+          shape_str(weights:shape())))
+      end
+      dt = weights:dtype() == "float32" and "float32" or "float64"   -- as PyTorch
+      w = weights:to(dt)
+    end
+    local len = minlength
+    if x:numel() > 0 then
+      local v = tide.stack({ x:amin():to("int64"), x:amax():to("int64") }):totable()
+      if v[1] < 0 then fail(fmt("bincount: input must be non-negative, got %d", v[1])) end
+      len = max(len, v[2] + 1)
+    end
+    local i = x:to("int64") + 1
+    return tide.zeros(len, device_opts(x, dt)):index_add(1, i, w or tide.ones(x:numel(), device_opts(x, dt)))
+  end, true)
+
+  --- histc(x, bins=100, min=0, max=0): counts of x's elements in bins equal
+  -- bins between min and max (both 0: x's smallest and largest element, which
+  -- waits for x); elements outside are left out, max falls in the last bin.
+  define("histc", function(x, bins, lo, hi)
+    need_tensor(x, "histc")
+    if not x:is_floating_point() then fail("histc: input must be a floating-point tensor, got " .. x:dtype()) end
+    bins = need_int(bins or 100, "histc", "bins", 1)
+    lo, hi = lo or 0, hi or 0
+    if type(lo) ~= "number" or type(hi) ~= "number" then fail("histc: min and max must be numbers") end
+    if lo > hi then fail(fmt("histc: max must be larger than min, got min %s and max %s", tostring(lo), tostring(hi))) end
+    if lo == hi and x:numel() > 0 then
+      local v = tide.stack({ x:amin(), x:amax() }):double():totable()
+      lo, hi = v[1], v[2]
+    end
+    if lo == hi then lo, hi = lo - 1, hi + 1 end
+    if lo ~= lo or hi ~= hi or abs(lo) == math.huge or abs(hi) == math.huge then
+      fail(fmt("histc: the range [%s, %s] is not finite", tostring(lo), tostring(hi)))
+    end
+    local xd = x:double()
+    local pos = ((xd - lo) * (bins / (hi - lo))):floor():clamp(nil, bins - 1):to("int64") + 1
+    local inside = xd:ge(lo):logical_and(xd:le(hi))
+    local i = tide.where(inside, pos, bins + 1):reshape(-1)   -- the rest into an extra bin, dropped
+    return tide.zeros(bins + 1, device_opts(x, x:dtype()))
+      :index_add(1, i, tide.ones(x:numel(), device_opts(x, x:dtype()))):narrow(1, 1, bins)
+  end, true)
+
+  --- isin(elements, test_elements, {invert=false, assume_unique}): whether each
+  -- element is among test_elements (either may be a number), by a sort of
+  -- test_elements and a binary search (bool, elements' shape).
+  define("isin", function(e, t, opts)
+    opts = options(opts, "isin", { invert = true, assume_unique = true })
+    if not is_tensor(e) and not is_tensor(t) then fail("isin: at least one argument must be a tensor") end
+    for i, v in ipairs { e, t } do
+      if not is_tensor(v) and type(v) ~= "number" and type(v) ~= "boolean" then
+        fail(fmt("isin: argument %d must be a tensor or a number, got %s", i, type(v)))
+      end
+    end
+    local ref = is_tensor(e) and e or t
+    local function as_tensor(v)   -- a number in the dtype that holds it, as a weak scalar would promote
+      if is_tensor(v) then return v end
+      if type(v) == "boolean" then return like_tensor(v and 1 or 0, ref, "bool") end
+      if ref:is_floating_point() then return like_tensor(v, ref) end
+      return like_tensor(v, ref, v == floor(v) and promote(ref:dtype(), "int64") or "float32")
+    end
+    e, t = as_tensor(e), as_tensor(t)
+    if e:dtype() == "bool" then e = e:to("uint8") end
+    local flat = t:reshape(-1)
+    if flat:dtype() == "bool" then flat = flat:to("uint8") end
+    local M = flat:numel()
+    local r
+    if M == 0 then r = bool_like(e, false)
+    else
+      local sorted = flat:sort()
+      local pos = tide.searchsorted(sorted, e):clamp(nil, M)
+      r = sorted:gather(1, pos:reshape(-1)):reshape(e:shape()):eq(e)
+    end
+    if opts.invert then r = r:logical_not() end
+    return r
+  end)
+
+  --- mode(x, dim=-1, keepdim=false): the most frequent value along dim (of
+  -- several, the smallest) and the 1-based index of its last occurrence.
+  define("mode", function(x, dim, keepdim)
+    need_tensor(x, "mode")
+    local n, d = line_of(x, dim, "mode")
+    if n == 0 then fail(fmt("mode: cannot take the mode of dimension %d, of size 0", d)) end
+    if not d then return x:clone(), tide.ones({}, device_opts(x, "int64")) end
+    local sv, si = x:sort(d)
+    local at = tide.arange(1, n + 1, device_opts(x, "int64")):reshape(ones_shape(x:dim(), d, n))
+    local first = tide.ones(sv:narrow(d, 1, 1):shape(), device_opts(x, "bool"))
+    local starts = n > 1 and tide.cat({ first, sv:narrow(d, 2, n - 1):ne(sv:narrow(d, 1, n - 1)) }, d) or first
+    -- the length of the run so far: it first reaches the longest at the end of the first longest run
+    local run = at - tide.where(starts, at, 0):cummax(d) + 1
+    local pos = run:argmax(d, true)
+    local v, i = sv:gather(d, pos), si:gather(d, pos)
+    if keepdim then return v, i end
+    return v:squeeze(d), i:squeeze(d)
+  end, true)
+
+  -- cov's checks of a weight vector for n observations
+  local function weight_vector(w, what, n, want_float)
+    need_tensor(w, "cov")
+    if w:dim() ~= 1 then fail(fmt("cov: %s must be 1-d, got %d-d", what, w:dim())) end
+    if w:numel() ~= n then
+      fail(fmt("cov: %s must have one weight per observation (%d), got %d", what, n, w:numel()))
+    end
+    if want_float and not w:is_floating_point() then
+      fail(fmt("cov: %s must be a floating-point tensor, got %s", what, w:dtype()))
+    end
+    if not want_float and (w:is_floating_point() or w:dtype() == "bool") then
+      fail(fmt("cov: %s must be an integer tensor, got %s", what, w:dtype()))
+    end
+    if n > 0 and w:amin():item() < 0 then fail(fmt("cov: %s cannot be negative", what)) end   -- waits
+    return w
+  end
+  --- cov(x, {correction=1, fweights, aweights}): the covariance matrix of the
+  -- variables in x's rows (observations in its columns; a 1-d x is one variable,
+  -- with a 0-d result), as torch.cov and NumPy's cov.
+  local function cov(x, opts)
+    need_tensor(x, "cov")
+    if x:dim() > 2 then fail(fmt("cov: expected a tensor of at most 2 dimensions, got %d", x:dim())) end
+    opts = options(opts, "cov", { correction = true, fweights = true, aweights = true })
+    local corr = need_int(opts.correction == nil and 1 or opts.correction, "cov", "correction")
+    local X = x:dim() < 2 and x:reshape(1, -1) or x
+    if not X:is_floating_point() then X = X:to("float32") end
+    local N = X:size(2)
+    local fw = opts.fweights and weight_vector(opts.fweights, "fweights", N, false)
+    local aw = opts.aweights and weight_vector(opts.aweights, "aweights", N, true)
+    local w = fw and fw:to(X:dtype()) or nil
+    if aw then w = w and w * aw or aw:to(X:dtype()) end
+    local avg, norm
+    if w then
+      local wsum = w:sum()
+      avg = (X * w):sum(2, true) / wsum
+      if corr == 0 then norm = wsum
+      elseif not aw then norm = wsum - corr
+      else norm = wsum - (w * aw):sum() * corr / wsum end
+      norm = norm:clamp(0)
+    else
+      avg, norm = X:mean(2, true), max(N - corr, 0)
+    end
+    local xm = X - avg
+    return (xm:mm((w and xm * w or xm):t()) / norm):squeeze()
+  end
+  define("cov", cov, true)
+  --- corrcoef(x): Pearson's correlation coefficients of x's rows, clipped to [-1, 1].
+  define("corrcoef", function(x)
+    need_tensor(x, "corrcoef")
+    local c = cov(x)
+    if c:dim() == 0 then return c / c end
+    local sd = diagonal(c):sqrt()
+    return (c / sd:reshape(-1, 1) / sd:reshape(1, -1)):clamp(-1, 1)
+  end, true)
+
+  -- trapezoid's arguments: y, its dim, and the spacing (x's differences, or dx)
+  local function trapezoid_args(name, y, x, opts)
+    need_tensor(y, name)
+    if type(x) == "table" and not is_tensor(x) then x, opts = nil, x end
+    opts = options(opts, name, { dx = true, dim = true })
+    if x ~= nil and not is_tensor(x) then fail(fmt("%s: x must be a tensor, got %s", name, type(x))) end
+    if x and opts.dx ~= nil then fail(name .. ": give x or dx, not both") end
+    if y:dim() == 0 then fail(name .. ": y must have at least 1 dimension, got 0") end
+    local d = wrap_dim(y:dim(), opts.dim or -1, name)
+    local n = y:size(d)
+    if not y:is_floating_point() then y = y:to(x and float_result(x) or "float32") end
+    if not x then
+      local dx = opts.dx == nil and 1 or opts.dx
+      if type(dx) ~= "number" then fail(fmt("%s: dx must be a number, got %s", name, type(dx))) end
+      return y, d, n, dx
+    end
+    if x:dim() == 1 then
+      if x:numel() ~= n then
+        fail(fmt("%s: x has %d elements but dimension %d of y has size %d", name, x:numel(), d, n))
+      end
+      x = x:reshape(ones_shape(y:dim(), d, n))
+    elseif x:dim() ~= y:dim() then
+      fail(fmt("%s: x must be 1-d or have y's number of dimensions (%d), got %d", name, y:dim(), x:dim()))
+    end
+    local xd = wrap_dim(x:dim(), d, name)
+    if x:size(xd) ~= n then
+      fail(fmt("%s: x has size %d along dimension %d but y has %d", name, x:size(xd), d, n))
+    end
+    return y, d, n, n > 1 and x:narrow(d, 2, n - 1) - x:narrow(d, 1, n - 1) or nil
+  end
+  -- the areas of the n - 1 trapezoids along d
+  local function trapezoids(y, d, n, dx)
+    return (y:narrow(d, 2, n - 1) + y:narrow(d, 1, n - 1)) * dx * 0.5
+  end
+  --- trapezoid(y, x, {dim=-1}) or trapezoid(y, {dx=1, dim=-1}): the integral
+  -- of y along dim by the trapezoidal rule, at the points x (1-d along dim, or
+  -- broadcast with y) or spaced dx apart. trapz: its other name.
+  -- @usage tide.trapezoid(y, { dx = 0.1 })
+  local function trapezoid(name)
+    return function(y, x, opts)
+      local yy, d, n, dx = trapezoid_args(name, y, x, opts)
+      if n < 2 then return yy:narrow(d, 1, 0):sum(d) end
+      return trapezoids(yy, d, n, dx):sum(d)
+    end
+  end
+  define("trapezoid", trapezoid("trapezoid"))
+  define("trapz", trapezoid("trapz"))
+  --- cumulative_trapezoid(y, x, opts): the running integrals (n - 1 along dim).
+  define("cumulative_trapezoid", function(y, x, opts)
+    local yy, d, n, dx = trapezoid_args("cumulative_trapezoid", y, x, opts)
+    if n < 2 then return yy:narrow(d, 1, 0):clone() end
+    return trapezoids(yy, d, n, dx):cumsum(d)
+  end)
+
+  --- logcumsumexp(x, dim): log(cumsum(exp(x), dim)) without overflow or
+  -- underflow: a scan of logaddexp in log2(n) steps (a kernel would take one).
+  define("logcumsumexp", function(x, dim)
+    need_tensor(x, "logcumsumexp")
+    if not x:is_floating_point() then fail("logcumsumexp: input must be a floating-point tensor, got " .. x:dtype()) end
+    if dim == nil then fail("logcumsumexp: a dimension is required") end
+    local n, d = line_of(x, dim, "logcumsumexp")
+    if not d or n == 0 then return x:clone() end
+    local y, k = x, 1
+    while k < n do
+      y = tide.cat({ y:narrow(d, 1, k), tide.logaddexp(y:narrow(d, k + 1, n - k), y:narrow(d, 1, n - k)) }, d)
+      k = k * 2
+    end
+    return y == x and x:clone() or y
+  end, true)
+
+  local function renorm(name, x, p, dim, maxnorm)
+    need_tensor(x, name)
+    if not x:is_floating_point() then fail(fmt("%s: input must be a floating-point tensor, got %s", name, x:dtype())) end
+    if type(p) ~= "number" or not (p > 0) then fail(fmt("%s: p must be a positive number, got %s", name, tostring(p))) end
+    if type(maxnorm) ~= "number" or not (maxnorm >= 0) then
+      fail(fmt("%s: maxnorm must be a non-negative number, got %s", name, tostring(maxnorm)))
+    end
+    if x:dim() < 2 then fail(fmt("%s: input needs at least 2 dimensions, got %d", name, x:dim())) end
+    local d = wrap_dim(x:dim(), dim, name)
+    local others = {}
+    for i = 1, x:dim() do if i ~= d then others[#others + 1] = i end end
+    local norm = vector_norm(x, p, others, true, name)
+    return x * tide.where(norm:gt(maxnorm), maxnorm / (norm + 1e-7), 1)
+  end
+  --- renorm(x, p, dim, maxnorm): x with each slice along dim whose p-norm
+  -- exceeds maxnorm scaled down to norm maxnorm; x:renorm_ in place.
+  define("renorm", function(x, p, dim, maxnorm) return renorm("renorm", x, p, dim, maxnorm) end, true)
+  methods.renorm_ = methods.renorm_ or function(x, p, dim, maxnorm)
+    return write_back("renorm_", x, function(v) return renorm("renorm_", v, p, dim, maxnorm) end)
+  end
+
+  --- dist(a, b, p=2): the p-norm of a - b (broadcast), 0-d.
+  define("dist", function(a, b, p)
+    need_tensor(a, "dist", 1); need_tensor(b, "dist", 2)
+    return vector_norm(a - b, p, nil, false, "dist")
+  end, true)
+
+  -- -- creation --------------------------------------------------------------------------------
+
+  -- creation options: a table or a dtype name
+  local function creation_opts(opts, name)
+    if type(opts) == "string" then opts = { dtype = opts } end
+    return options(opts, name, { dtype = true, device = true, requires_grad = true })
+  end
+  local function finish(t, o)
+    if o.requires_grad then t:requires_grad_() end
+    return t
+  end
+  --- logspace(start, end, steps, base=10, opts): base ^ linspace(start, end, steps)
+  -- (float32 unless opts.dtype says otherwise; computed in float64).
+  define("logspace", function(a, b, steps, base, opts)
+    if type(base) ~= "number" and base ~= nil then base, opts = nil, base end
+    local o = creation_opts(opts, "logspace")
+    for _, v in ipairs { { "start", a }, { "end", b }, { "base", base or 10 } } do
+      if type(v[2]) ~= "number" then fail(fmt("logspace: %s must be a number, got %s", v[1], type(v[2]))) end
+    end
+    need_int(steps, "logspace", "steps", 0)
+    local e = tide.linspace(a, b, steps, { dtype = "float64", device = o.device })
+    return finish(tide.pow(base or 10, e):to(o.dtype or "float32"), o)
+  end)
+
+  --- range(start, end, step=1, opts): start, start + step, ... up to end included
+  -- (torch.range, float32 by default; arange leaves end out).
+  define("range", function(a, b, step, opts)
+    if type(step) ~= "number" and step ~= nil then step, opts = nil, step end
+    step = step or 1
+    local o = creation_opts(opts, "range")
+    for _, v in ipairs { { "start", a }, { "end", b }, { "step", step } } do
+      if type(v[2]) ~= "number" or v[2] ~= v[2] or abs(v[2]) == math.huge then
+        fail(fmt("range: %s must be a finite number, got %s", v[1], tostring(v[2])))
+      end
+    end
+    if step == 0 then fail("range: step must be nonzero") end
+    if (b - a) * step < 0 then
+      fail(fmt("range: end %s cannot be reached from start %s with step %s", tostring(b), tostring(a), tostring(step)))
+    end
+    local n = floor((b - a) / step) + 1
+    local r = tide.arange(n, { dtype = "float64", device = o.device }) * step + a
+    return finish(r:to(o.dtype or "float32"), o)
+  end)
+
+  --- randint_like(x, high) or randint_like(x, low, high, opts): integers drawn
+  -- from [low, high) in x's shape, dtype and device (unless opts say otherwise).
+  define("randint_like", function(x, low, high, opts)
+    need_tensor(x, "randint_like")
+    if type(high) ~= "number" then low, high, opts = 0, low, high end
+    if type(low) ~= "number" or type(high) ~= "number" then fail("randint_like: low and high must be numbers") end
+    local o = creation_opts(opts, "randint_like")
+    local t = tide.randint(low, high, x:shape(), { dtype = o.dtype or x:dtype(), device = o.device or x:device() })
+    return finish(t, o)
+  end)
+
+  --- normal(mean, std, size, opts): normal draws with the given means and
+  -- standard deviations: tensors (broadcast together) or numbers (then size
+  -- gives the shape). Like PyTorch's, the draws carry no gradient to mean and std.
+  -- @usage local eps = tide.normal(mu, sigma)
+  define("normal", function(mean, std, size, opts)
+    if std == nil then std = 1 end
+    if not is_tensor(mean) and not is_tensor(std) then
+      if type(mean) ~= "number" or type(std) ~= "number" then
+        fail("normal: mean and std must be tensors or numbers")
+      end
+      if std < 0 then fail(fmt("normal: std must be non-negative, got %s", tostring(std))) end
+      if type(size) == "number" then size = { size } end
+      if type(size) ~= "table" then fail("normal: with numbers for mean and std, size must be given") end
+      local o = creation_opts(opts, "normal")
+      return finish(tide.randn(size, { dtype = o.dtype, device = o.device }) * std + mean, o)
+    end
+    if size ~= nil then fail("normal: size is given by mean and std when either is a tensor") end
+    for i, v in ipairs { mean, std } do
+      if is_tensor(v) and not v:is_floating_point() then
+        fail(fmt("normal: %s must be a floating-point tensor, got %s", i == 1 and "mean" or "std", v:dtype()))
+      elseif not is_tensor(v) and type(v) ~= "number" then
+        fail(fmt("normal: %s must be a tensor or a number, got %s", i == 1 and "mean" or "std", type(v)))
+      end
+    end
+    if type(std) == "number" and std < 0 then fail(fmt("normal: std must be non-negative, got %s", tostring(std))) end
+    if is_tensor(mean) then mean = mean:detach() end
+    if is_tensor(std) then
+      std = std:detach()
+      if std:numel() > 0 and std:amin():item() < 0 then fail("normal: std must be non-negative") end   -- waits
+    end
+    local ref = is_tensor(mean) and mean or std
+    local s = broadcast_shapes("normal", { is_tensor(mean) and mean:shape() or {}, is_tensor(std) and std:shape() or {} })
+    return tide.randn(s, device_opts(ref, float_result(mean, std))) * std + mean
+  end)
+
+  --- unravel_index(indices, shape): the 1-based coordinates in shape of 1-based
+  -- flat indices (negative: from the end), as a table of one tensor per dim.
+  -- Indices out of range are found on the host: it waits.
+  -- @usage local rc = tide.unravel_index(i, { 3, 4 }); local row, col = rc[1], rc[2]
+  define("unravel_index", function(indices, shape)
+    if type(indices) == "number" then indices = tide.tensor(indices, "int64") end
+    local idx = need_index(indices, "unravel_index", "indices")
+    shape = int_list(shape, "unravel_index", "shape")
+    local total = 1
+    for _, v in ipairs(shape) do
+      need_int(v, "unravel_index", "shape sizes", 0)
+      total = total * v
+    end
+    if idx:numel() > 0 then
+      local v = tide.stack({ idx:amin(), idx:amax() }):totable()
+      for _, i in ipairs(v) do
+        if i == 0 or i > total or i < -total then
+          fail(fmt("unravel_index: index %d is out of range for shape %s", i, shape_str(shape)))
+        end
+      end
+    end
+    local i0 = tide.where(idx:lt(0), idx + total, idx - 1)   -- 0-based
+    local r = {}
+    for d = #shape, 1, -1 do
+      local q = floor_divide(i0, shape[d])
+      r[d] = i0 - q * shape[d] + 1
+      i0 = q
+    end
+    return r
+  end)
+
+  --- vander(x, N=#x, increasing=false): the Vandermonde matrix of the 1-d x:
+  -- columns x^(N-1) .. x^0 (increasing: x^0 .. x^(N-1)); integers as int64.
+  define("vander", function(x, N, increasing)
+    need_tensor(x, "vander")
+    if x:dim() ~= 1 then fail(fmt("vander: x must be 1-d, got %d-d", x:dim())) end
+    if type(N) == "boolean" then N, increasing = nil, N end
+    N = need_int(N == nil and x:numel() or N, "vander", "N", 0)
+    local dt = x:is_floating_point() and x:dtype() or "int64"
+    local n = x:numel()
+    local r = tide.ones({ n, min(N, 1) }, device_opts(x, dt))
+    if N > 1 then r = tide.cat({ r, x:to(dt):unsqueeze(2):expand(n, N - 1) }, 2):cumprod(2) end
+    if increasing or N < 2 then return r end
+    return r:flip(2)
+  end)
+
+  --- combinations(x, r=2, with_replacement=false): the r-element combinations
+  -- of the 1-d x as the rows of a [count, r] tensor, in lexicographic order.
+  define("combinations", function(x, r, with_replacement)
+    need_tensor(x, "combinations")
+    if x:dim() ~= 1 then fail(fmt("combinations: x must be 1-d, got %d-d", x:dim())) end
+    r = need_int(r == nil and 2 or r, "combinations", "r", 0)
+    if r == 0 then return tide.empty(0, device_opts(x, x:dtype())) end
+    local n, cols, pick = x:numel(), {}, {}
+    for j = 1, r do cols[j] = {} end
+    local function walk(j, from)   -- the combinations on the host; the elements picked by index_select
+      if j > r then
+        for k = 1, r do local c = cols[k]; c[#c + 1] = pick[k] end
+        return
+      end
+      for i = from, n do
+        pick[j] = i
+        walk(j + 1, with_replacement and i or i + 1)
+      end
+    end
+    walk(1, 1)
+    local out = {}
+    for j = 1, r do
+      out[j] = x:index_select(1, tide.tensor(cols[j], device_opts(x, "int64")):reshape(#cols[j]))
+    end
+    return tide.stack(out, 2)
+  end)
+
+  --- narrow_copy(x, dim, start, length): narrow's elements as a new tensor.
+  define("narrow_copy", function(x, dim, start, length)
+    return need_tensor(x, "narrow_copy"):narrow(dim, start, length):clone()
+  end, true)
 end
