@@ -2771,4 +2771,199 @@ return function(tide, methods)
   define("narrow_copy", function(x, dim, start, length)
     return need_tensor(x, "narrow_copy"):narrow(dim, start, length):clone()
   end, true)
+
+  -- -- floating-point parts --------------------------------------------------------------------
+
+  --- frexp(x): the mantissa (x's dtype, magnitude in [0.5, 1)) and the int32
+  -- exponent with x = mantissa * 2^exponent; 0, infinities and NaN give
+  -- themselves and exponent 0. Computed in float64 from log2.
+  define("frexp", function(x)
+    need_tensor(x, "frexp")
+    if not x:is_floating_point() then fail("frexp: input must be a floating-point tensor, got " .. x:dtype()) end
+    local xd = x:double()
+    local a = xd:abs()
+    local finite = a:gt(0):logical_and(a:lt(math.huge))
+    local e = tide.where(finite, a, 1):log2():floor() + 1
+    -- x * 2^-e in two halves: 2^-e alone can leave float64's range (subnormal x, x near its largest)
+    local h = (e * 0.5):floor()
+    local m = xd * h:neg():exp2() * (h - e):exp2()
+    -- log2 may have rounded across a power of two: one step back into [0.5, 1)
+    local up = m:abs():ge(1)
+    m, e = tide.where(up, m * 0.5, m), tide.where(up, e + 1, e)
+    local down = m:abs():lt(0.5):logical_and(finite)
+    m, e = tide.where(down, m * 2, m), tide.where(down, e - 1, e)
+    return tide.where(finite, m, xd):to(x:dtype()), tide.where(finite, e, 0):to("int32")
+  end, true)
+
+  local function ldexp(name, x, e)
+    need_tensor(x, name)
+    if not is_tensor(e) and type(e) ~= "number" then
+      fail(fmt("%s: argument 2 must be a tensor or a number, got %s", name, type(e)))
+    end
+    local dt = float_result(x, e)
+    if is_tensor(e) then e = e:to(dt):exp2() else e = 2 ^ e end
+    return x:to(dt) * e
+  end
+  --- ldexp(x, e): x * 2^e, floating-point (2^e in the result's dtype).
+  define("ldexp", function(x, e) return ldexp("ldexp", x, e) end, true)
+  methods.ldexp_ = methods.ldexp_ or function(x, e)
+    return write_back("ldexp_", x, function(v) return ldexp("ldexp_", v, e) end)
+  end
+
+  -- -- integers: gcd, lcm and bitwise operations -----------------------------------------------
+
+  -- The tensors of an integer function of a and b (numbers become tensors like
+  -- the other), checked: integer or (with bools) bool dtypes.
+  local function int_operands(name, a, b, bools)
+    if not is_tensor(a) and not is_tensor(b) then fail(name .. ": at least one argument must be a tensor") end
+    local ref = is_tensor(a) and a or b
+    local r = {}
+    for i, v in ipairs { a, b } do
+      if not is_tensor(v) then
+        if type(v) == "boolean" and bools then v = like_tensor(v and 1 or 0, ref, ref:dtype() == "bool" and "bool" or nil)
+        elseif type(v) == "number" and v == floor(v) then
+          v = like_tensor(v, ref, ref:dtype() == "bool" and "int64" or ref:dtype())
+        else
+          fail(fmt("%s: argument %d must be a tensor or an integer, got %s", name, i, tostring(v)))
+        end
+      end
+      if v:is_floating_point() or (v:dtype() == "bool" and not bools) then
+        fail(fmt("%s: argument %d must be an integer%s tensor, got %s", name, i, bools and " or bool" or "", v:dtype()))
+      end
+      r[i] = v
+    end
+    return r[1], r[2]
+  end
+
+  -- gcd by Euclid's algorithm, elementwise: one step per remainder, until every
+  -- one is 0 (a read of the host per step; at most ~92 steps for int64). A kernel
+  -- would loop per element.
+  local function gcd(a, b)
+    a, b = a:abs(), b:abs()
+    while true do
+      local nz = b:ne(0)
+      if not nz:any():item() then break end
+      local r = tide.remainder(a, tide.where(nz, b, 1))
+      a, b = tide.where(nz, b, a), tide.where(nz, r, 0)
+    end
+    return a
+  end
+  local function gcd_of(name, a, b)
+    a, b = int_operands(name, a, b)
+    local dt = promote(a:dtype(), b:dtype())
+    return gcd(a, b):expand(broadcast_shapes(name, { a:shape(), b:shape() })):to(dt, { copy = true })
+  end
+  local function lcm_of(name, a, b)
+    a, b = int_operands(name, a, b)
+    local g = gcd(a, b)
+    local zero = g:eq(0)
+    return tide.where(zero, 0, (floor_divide(a, tide.where(zero, 1, g)) * b):abs())
+  end
+  --- gcd(a, b): the greatest common divisor of integers, elementwise (non-negative; gcd(0, 0) = 0).
+  define("gcd", function(a, b) return gcd_of("gcd", a, b) end, true)
+  --- lcm(a, b): the least common multiple of integers, elementwise (non-negative; 0 where either is 0).
+  define("lcm", function(a, b) return lcm_of("lcm", a, b) end, true)
+  methods.gcd_ = methods.gcd_ or function(x, b) return copy_into("gcd_", x, gcd_of("gcd_", x, b)) end
+  methods.lcm_ = methods.lcm_ or function(x, b) return copy_into("lcm_", x, lcm_of("lcm_", x, b)) end
+
+  -- Bitwise and, or, xor: there are no bit kernels, so each int64 value is split
+  -- into its bits along a new last dim (by remainders of powers of two, the sign
+  -- bit apart), the bits combined, and the sum of the kept powers taken. Exact for
+  -- every value; a bit kernel would be ~100 times faster.
+  local MAGNITUDE_BITS = { uint8 = 8, int32 = 31, int64 = 63 }
+  local function pow2_list(n, from)
+    local t = {}
+    for k = 1, n do t[k] = 2 ^ (k - 1 + from) end
+    return t
+  end
+  -- x's magnitude bits as a bool tensor [..., nb] (least significant first) and its sign bit
+  local function bits_of(x, nb)
+    local signed = x:lt(0)
+    local o = device_opts(x, "int64")   -- powers of two as int64 tensors: numbers above 2^53 would be float
+    local low = tide.where(signed, x - tide.full({}, -2 ^ nb, o), x)   -- x + 2^nb
+    local top = low:ge(tide.full({}, 2 ^ (nb - 1), o))
+    local p = tide.tensor(pow2_list(nb - 1, 1), o)    -- 2^(k+1): remainder keeps bits 0..k
+    local h = tide.tensor(pow2_list(nb - 1, 0), o)    -- 2^k
+    local bits = tide.remainder(low:unsqueeze(-1), p):ge(h)
+    return tide.cat({ bits, top:unsqueeze(-1) }, -1), signed
+  end
+  local function bitwise(name, logical, combine)
+    return function(a, b)
+      a, b = int_operands(name, a, b, true)
+      if a:dtype() == "bool" and b:dtype() == "bool" then return logical(a, b) end
+      local dt = promote(a:dtype(), b:dtype())
+      local nb = MAGNITUDE_BITS[dt]
+      local ba, sa = bits_of(a:to("int64"), nb)
+      local bb, sb = bits_of(b:to("int64"), nb)
+      local w = tide.tensor(pow2_list(nb, 0), device_opts(a, "int64"))
+      local r = (combine(ba, bb) * w):sum(-1)
+      if dt ~= "uint8" then r = tide.where(combine(sa, sb), r + tide.full({}, -2 ^ nb, device_opts(a, "int64")), r) end
+      return r:to(dt)
+    end
+  end
+  local bitwise_fns = {
+    bitwise_and = bitwise("bitwise_and", tide.logical_and, tide.logical_and),
+    bitwise_or = bitwise("bitwise_or", tide.logical_or, tide.logical_or),
+    bitwise_xor = bitwise("bitwise_xor", tide.logical_xor, tide.ne),
+  }
+  --- bitwise_and(a, b), bitwise_or, bitwise_xor: of integer or bool tensors (or
+  -- an integer), two's complement as in PyTorch; x:bitwise_and_(b) & co in place.
+  for name, f in pairs(bitwise_fns) do
+    define(name, f, true)
+    methods[name .. "_"] = methods[name .. "_"] or function(x, b) return copy_into(name .. "_", x, f(x, b)) end
+  end
+  local function bitwise_not(name, x)
+    need_tensor(x, name)
+    if x:dtype() == "bool" then return x:logical_not() end
+    if x:is_floating_point() then fail(fmt("%s: input must be an integer or bool tensor, got %s", name, x:dtype())) end
+    return tide.sub(x:dtype() == "uint8" and 255 or -1, x)   -- -1 - x never overflows
+  end
+  --- bitwise_not(x): ~x of an integer or bool tensor.
+  define("bitwise_not", function(x) return bitwise_not("bitwise_not", x) end, true)
+  methods.bitwise_not_ = methods.bitwise_not_ or function(x)
+    return copy_into("bitwise_not_", x, bitwise_not("bitwise_not_", x))
+  end
+
+  -- -- matrix exponential ----------------------------------------------------------------------
+
+  -- Higham's Pade approximant of degree 13 (SIAM J. Matrix Anal. Appl. 26, 2005):
+  -- its coefficients, and the 1-norm up to which it is accurate to float64's precision
+  local PADE13 = { 64764752532480000, 32382376266240000, 7771770303897600, 1187353796428800, 129060195264000,
+                   10559470521600, 670442572800, 33522128640, 1323241920, 40840800, 960960, 16380, 182, 1 }
+  local THETA13 = 5.371920351148152
+  --- matrix_exp(A): e^A of each square matrix in the last two dims, by scaling
+  -- and squaring with the degree-13 Pade approximant (one linalg.solve); the
+  -- number of squarings is read from the host (it waits for A). Differentiable
+  -- through the matmuls and the solve. Also tide.linalg.matrix_exp.
+  local function matrix_exp(A)
+    need_tensor(A, "matrix_exp")
+    if A:dim() < 2 or A:size(-1) ~= A:size(-2) then
+      fail(fmt("matrix_exp: expected a square matrix or a batch of them, got shape %s", shape_str(A:shape())))
+    end
+    if not A:is_floating_point() then fail("matrix_exp: input must be a floating-point tensor, got " .. A:dtype()) end
+    local n, dt = A:size(-1), A:dtype()
+    if A:numel() == 0 then return A:clone() end
+    if n == 1 then return A:exp() end
+    local X = (dt == "float16" or dt == "bfloat16") and A:float() or A
+    -- s squarings per matrix bring its 1-norm under THETA13
+    local norm = X:detach():abs():sum(-2):amax(-1)
+    local s = (norm / THETA13):log2():ceil():clamp(0)
+    s = tide.where(s:lt(math.huge), s, 0)   -- NaN and inf: the result is NaN anyway
+    local squarings = s:amax():item()
+    local scale = s:neg():exp2():unsqueeze(-1):unsqueeze(-1)
+    X = X * scale
+    local b = PADE13
+    local I = tide.eye(n, device_opts(X, X:dtype()))
+    local X2 = X:matmul(X)
+    local X4 = X2:matmul(X2)
+    local X6 = X4:matmul(X2)
+    local U = X:matmul(X6:matmul(X6 * b[14] + X4 * b[12] + X2 * b[10]) + X6 * b[8] + X4 * b[6] + X2 * b[4] + I * b[2])
+    local V = X6:matmul(X6 * b[13] + X4 * b[11] + X2 * b[9]) + X6 * b[7] + X4 * b[5] + X2 * b[3] + I * b[1]
+    local R = tide.linalg.solve(V - U, V + U)
+    local sq = s:unsqueeze(-1):unsqueeze(-1)
+    for k = 1, squarings do R = tide.where(sq:ge(k), R:matmul(R), R) end
+    return R:to(dt)
+  end
+  define("matrix_exp", matrix_exp, true)
+  tide.linalg.matrix_exp = tide.linalg.matrix_exp or matrix_exp
 end
