@@ -199,6 +199,12 @@ describe("autograd", function()
         assert.is_true(gradcheck(case[2], case[1]))
       end)
     end
+    it("prod's gradient at zeros: the others' product where one is 0, 0 where two are", function()
+      local x = tide.tensor({ { 0, 2, 3 }, { 0, 2, 0 }, { 1, 2, 4 } }, "float64"):requires_grad_()
+      H.close(tide.autograd.grad(x:prod(2):sum(), x), { { 6, 0, 0 }, { 0, 0, 0 }, { 8, 4, 2 } }, 0)
+      H.close(tide.autograd.grad(x:prod(1):sum(), x), { { 0, 4, 0 }, { 0, 4, 12 }, { 0, 4, 0 } }, 0)
+      assert.is_true(gradcheck(function(a) return { a:prod(1), a:prod(2), a:narrow(1, 3, 1):prod() } end, { x }))
+    end)
     it("bernoulli passes a zero gradient to its probabilities", function()
       local p = rnd({ 3, 4 }, 0.1, 0.9)
       local g = tide.autograd.grad((tide.bernoulli(p) * 3):sum(), p)
@@ -492,6 +498,17 @@ describe("autograd", function()
       h3:addcmul_(e, e, 0.5)        -- x itself is never saved
       h3:sum():backward()
       H.close(x.grad, { 1.75, 1.75 })
+      -- mul saves each input only for the other's gradient: a number needs none
+      x.grad = nil
+      local h4 = x + 1
+      h4:mul_(2)
+      h4:sum():backward()
+      H.close(x.grad, { 2, 2 })
+      local h5 = x + 1
+      h5:mul_(e)                    -- e's gradient reads the old h5
+      assert.has_error(function() h5:sum():backward() end,
+        "backward: input 1 of 'mul' (shape [2]) is needed for its gradient but was modified in place after it " ..
+        "was used (version 1, expected 0); clone it before the in-place op")
     end)
     it("into a view are refused when grad is involved", function()
       local x = tide.tensor({ 1, 2 }, { requires_grad = true })

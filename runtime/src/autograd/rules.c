@@ -111,7 +111,9 @@ GRAD(clamp, SAVE_IN0) {   /* passes where min <= x <= max */
 
 GRAD(add, 0) { SET(0, GY(0)); SET(1, GY(0)); return TIDE_OK; }
 GRAD(sub, 0) { SET(0, GY(0)); SET(1, U(neg, GY(0))); return TIDE_OK; }
-GRAD(mul, SAVE_IN0 | SAVE_IN1) {
+/* Each input is saved only for the other's gradient, so x:mul_(2) on a tensor with a
+ * history keeps nothing that the in-place write changes. */
+GRAD_ONLY_FOR(mul, SAVE_IN0 | SAVE_IN1, [0] = 1 << 1, [1] = 1 << 0) {
     SET(0, B(mul, GY(0), IN(1)));
     SET(1, B(mul, GY(0), IN(0)));
     return TIDE_OK;
@@ -223,8 +225,17 @@ static double reduced_count(const tide_grad_ctx * c) {
 
 GRAD(sum, 0) { SET(0, g_unreduce(c, GY(0), IN0, P)); return TIDE_OK; }
 GRAD(mean, 0) { SET(0, B(div, g_unreduce(c, GY(0), IN0, P), NUM(reduced_count(c)))); return TIDE_OK; }
-GRAD(prod, SAVE_IN0 | SAVE_OUT0) {   /* y / x: inputs holding zeros give NaN (documented) */
-    SET(0, B(div, B(mul, g_unreduce(c, GY(0), IN0, P), g_unreduce(c, OUT(0), IN0, P)), IN(0)));
+/* y / x_i where no element of x_i's product is 0; where one is, the product of the others
+ * at that element and 0 elsewhere; where two are, 0. */
+GRAD(prod, SAVE_IN0 | SAVE_OUT0) {
+    if (!NEEDS(0)) return TIDE_OK;
+    tide_op_params q = g_params(P->n_ints, P->ints, P->keepdim, 0);   /* no dtype: counts as int64 */
+    tide_tensor *  x = IN(0), * zero = B(eq, x, NUM(0)), * safe = W(zero, NUM(1), x);
+    tide_tensor *  zeros = g_unreduce(c, g_call(c, TIDE_OP_sum, 1, zero, NULL, NULL, &q), IN0, P);
+    tide_tensor *  others = g_unreduce(c, g_call(c, TIDE_OP_prod, 1, safe, NULL, NULL, P), IN0, P);
+    tide_tensor *  d = W(B(eq, zeros, NUM(0)), B(div, g_unreduce(c, OUT(0), IN0, P), safe),
+                         W(B(logical_and, zero, B(eq, zeros, NUM(1))), others, NUM(0)));
+    g_set(c, 0, B(mul, g_unreduce(c, GY(0), IN0, P), d));
     return TIDE_OK;
 }
 /* amax/amin: split evenly among the elements equal to the extreme */
