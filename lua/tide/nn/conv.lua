@@ -173,4 +173,6 @@ return function(nn)
   -- adaptive max pooling, unpooling, lp pooling, local response norm, channel
   -- shuffle, affine_grid and grid_sample
   require("tide.nn.spatial_extra")(nn)
+  -- the 3-d convolutions, pools and norms, and 5-d interpolation, composed of the 2-d ones
+  require("tide.nn.spatial3d")(nn)
 end
