@@ -96,6 +96,10 @@ print("conv2 bwd_in", t(lambda: bi(gy2, x2, w2, None, [1,1], [1,1], [1,1], False
 print("conv2 bwd_w", t(lambda: bi(gy2, x2, w2, None, [1,1], [1,1], [1,1], False, [0,0], 1, [False, True, False])))
 print("maxpool1 fwd", t(lambda: F.max_pool2d(p1, 2, return_indices=True)))
 print("maxpool1 bwd", t(lambda: torch.ops.aten.max_pool2d_with_indices_backward(g1, p1, [2,2], [2,2], [0,0], [1,1], False, i1)))
+x3 = torch.randn(8, 16, 16, 32, 32, requires_grad=True); w3 = torch.randn(32, 16, 3, 3, 3, requires_grad=True)
+b3 = torch.randn(32, requires_grad=True)
+with torch.no_grad(): print("conv3d fwd", t(lambda: F.conv3d(x3, w3, b3, padding=1)))
+print("conv3d fwdbwd", t(lambda: F.conv3d(x3, w3, b3, padding=1).sum().backward()))
 ]]
   local python = common.torch_python()
   if not python then
@@ -184,4 +188,22 @@ do
     per_call(function() return nn.adaptive_avg_pool2d(x7, 1) end), b7, "GB/s   ")
   row("adaptive_avg_pool2d [128,64,7,7]->1 bwd", "adaptive bwd",
     per_call(function() return nn.adaptive_avg_pool2d_backward(g1, x7) end), b7, "GB/s   ")
+end
+
+-- conv3d is composed of conv2d (tide.nn.spatial3d: the kD depth slices each
+-- output depth reads as channels, one conv2d over a batch of N oD images)
+print("3-d convolution, composed (GFLOP/s = 2 N O D H W C 27 / time; fwd+bwd counts 3x)")
+do
+  local F = require("tide.nn").functional
+  local x = tide.randn(8, 16, 16, 32, 32):requires_grad_()
+  local w = tide.randn(32, 16, 3, 3, 3):requires_grad_()
+  local b = tide.randn(32):requires_grad_()
+  local flops = 2 * 8 * 32 * 16 * 32 * 32 * 16 * 27
+  local name = "conv3d 16->32 3x3x3 pad 1 [8,16,16,32,32]"
+  row(name .. " fwd", "conv3d fwd",
+    per_call(function() return tide.no_grad(function() return F.conv3d(x, w, b, { padding = 1 }) end) end), flops, "GFLOP/s")
+  row(name .. " fwd+bwd", "conv3d fwdbwd", per_call(function()
+    x.grad, w.grad, b.grad = nil, nil, nil
+    F.conv3d(x, w, b, { padding = 1 }):sum():backward()
+  end), 3 * flops, "GFLOP/s")
 end
