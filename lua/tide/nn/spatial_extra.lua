@@ -4,7 +4,7 @@
 -- as torch.nn has them. All are composed of tensor ops (gather, scatter,
 -- index_select, the runtime's avg_pool2d) that autograd differentiates through
 -- their own rules; window tables come from shapes alone, so no host reads.
--- 3-d pools and samplers are left out: they want kernels of their own.
+-- The 3-d pools are in spatial3d.lua; 3-d samplers are left out.
 local tide = require "tide"
 local B = require "bindings.ffi"
 local fail = B.fail
