@@ -3,8 +3,9 @@
 -- PyTorch's parameter names, shapes, gate order and initialisation, so that a
 -- PyTorch state_dict maps onto them. Composed of tensor ops (one input
 -- projection per layer and direction, then a hidden projection per time step),
--- so autograd, devices and tide.jit.compile cover them. Not here: LSTM's
--- proj_size and packed (variable-length) sequences.
+-- so autograd, devices and tide.jit.compile cover them; a PackedSequence
+-- (tide.nn.utils.rnn) runs only the steps each sequence has. Not here: LSTM's
+-- proj_size.
 -- Loaded by tide.nn, which passes itself in: `require("tide.nn.rnn")(nn)`.
 local tide = require "tide"
 local B = require "bindings.ffi"
@@ -145,6 +146,134 @@ return function(nn)
   -- @usage lstm:reset_parameters()
   function RNNBase:reset_parameters() reset_all(self) end
 
+  -- h_0 (and c_0 for LSTM) from hx, checked against state_shape; nil where not given.
+  local function given_states(self, hx, state_shape)
+    local cname, w0 = self:class_name(), self.weight_ih_l0
+    if self.mode ~= "LSTM" then return hx ~= nil and need_state(hx, w0, state_shape, cname, "hx") or nil end
+    if hx == nil then return nil end
+    if type(hx) ~= "table" then
+      fail(string.format("%s: hx must be a table {h_0, c_0}, got %s", cname, is_tensor(hx) and "a tensor" or type(hx)))
+    end
+    return need_state(hx[1], w0, state_shape, cname, "h_0"), need_state(hx[2], w0, state_shape, cname, "c_0")
+  end
+
+  -- Every layer and direction over x: [L, N, input_size] steps, or packed
+  -- [sum of lengths, input_size] ones. run(step, gi, h_0, c_0, w_hh^T, b_hh,
+  -- reverse) runs one direction on its input projections gi and returns its
+  -- outputs (x's layout) and final states. Returns the last layer's outputs,
+  -- h_n and c_n.
+  local function run_layers(self, x, h0, c0, run)
+    local m, dirs = MODES[self.mode], self.bidirectional and 2 or 1
+    local h_n, c_n = {}, {}
+    local layer_in = x
+    for layer = 0, self.num_layers - 1 do
+      local outs = {}
+      for dir = 1, dirs do
+        local sfx = "_l" .. layer .. (dir == 2 and "_reverse" or "")
+        local idx = layer * dirs + dir
+        local b_ih, b_hh = self["bias_ih" .. sfx], self["bias_hh" .. sfx]
+        if m.fold_bias and b_ih then b_ih, b_hh = b_ih + b_hh, nil end
+        local gi = layer_in:matmul(self["weight_ih" .. sfx]:t())   -- for all steps at once
+        if b_ih then gi = gi + b_ih end
+        outs[dir], h_n[idx], c_n[idx] = run(m.step, gi, h0:select(1, idx), c0 and c0:select(1, idx),
+          self["weight_hh" .. sfx]:t(), b_hh, dir == 2)
+      end
+      layer_in = dirs == 2 and tide.cat(outs, -1) or outs[1]
+      if self.dropout > 0 and self.training and layer < self.num_layers - 1 then
+        layer_in = nn.functional.dropout(layer_in, self.dropout, true)
+      end
+    end
+    return layer_in, tide.stack(h_n, 1), c0 and tide.stack(c_n, 1)
+  end
+
+  -- One direction of one layer over [L, N, G] input projections.
+  local function padded_direction(step, gi, h, c, w_hh_t, b_hh, reverse)
+    local gi_t = gi:unbind(1)   -- their gradients add into one buffer (autograd.c)
+    local seq_len, hs_t = #gi_t, {}
+    for s = 1, seq_len do
+      local t = reverse and seq_len - s + 1 or s
+      h, c = step(gi_t[t], h, c, w_hh_t, b_hh)
+      hs_t[t] = h
+    end
+    return tide.stack(hs_t, 1), h, c
+  end
+
+  -- One direction of one layer over packed steps: gi [sum of lengths, G]
+  -- holds the input projections, bs the batch sizes. At step t only the
+  -- first bs[t] rows (the longest sequences) take part, so each sequence
+  -- ends at its own last step; backwards, each starts at its own last step
+  -- from h_0. Returns the packed outputs and the final states (all rows).
+  local function packed_direction(step, gi, bs, h0, c0, w_hh_t, b_hh, reverse)
+    local offset = { 0 }
+    for t = 1, #bs do offset[t + 1] = offset[t] + bs[t] end
+    local outs, h, c = {}, nil, nil
+    if reverse then
+      for t = #bs, 1, -1 do
+        local had, b = h and h:size(1) or 0, bs[t]
+        if b > had then   -- the sequences that end at step t start here
+          local h_new, c_new = h0:narrow(1, had + 1, b - had), c0 and c0:narrow(1, had + 1, b - had)
+          h = h and tide.cat({ h, h_new }, 1) or h_new
+          c = c and tide.cat({ c, c_new }, 1) or c_new
+        end
+        h, c = step(gi:narrow(1, offset[t] + 1, b), h, c, w_hh_t, b_hh)
+        outs[t] = h
+      end
+      return tide.cat(outs, 1), h, c
+    end
+    local done_h, done_c = {}, {}   -- the rows that ended, latest first
+    h, c = h0, c0
+    for t = 1, #bs do
+      local b = bs[t]
+      if b < h:size(1) then
+        table.insert(done_h, 1, h:narrow(1, b + 1, h:size(1) - b))
+        h = h:narrow(1, 1, b)
+        if c then
+          table.insert(done_c, 1, c:narrow(1, b + 1, c:size(1) - b))
+          c = c:narrow(1, 1, b)
+        end
+      end
+      h, c = step(gi:narrow(1, offset[t] + 1, b), h, c, w_hh_t, b_hh)
+      outs[t] = h
+    end
+    table.insert(done_h, 1, h)
+    if c then table.insert(done_c, 1, c) end
+    return tide.cat(outs, 1), tide.cat(done_h, 1), c and tide.cat(done_c, 1)
+  end
+
+  -- rnn(packed, hx): the layers over a PackedSequence; hx and the final
+  -- states are in the batch's original order, the work in the sorted one.
+  local function forward_packed(self, packed, hx)
+    local cname, mode, w0 = self:class_name(), self.mode, self.weight_ih_l0
+    local data = packed.data
+    need_like(data, w0, cname, "input")
+    if data:dim() ~= 2 then
+      fail(string.format("%s: expected the data of a PackedSequence to be 2-d [sum of lengths, input_size], " ..
+        "got shape %s", cname, shape_str(data)))
+    end
+    if data:size(2) ~= self.input_size then
+      fail(string.format("%s: input size must be %d, got %d", cname, self.input_size, data:size(2)))
+    end
+    local bs = packed._bs
+    local n, hs, dirs = bs[1], self.hidden_size, self.bidirectional and 2 or 1
+    local state_shape = { self.num_layers * dirs, n, hs }
+    local h0, c0 = given_states(self, hx, state_shape)
+    local sorted = packed.sorted_indices
+    if sorted then
+      h0, c0 = h0 and h0:index_select(2, sorted), c0 and c0:index_select(2, sorted)
+    end
+    local to = { dtype = data:dtype(), device = data:device() }
+    h0 = h0 or tide.zeros(state_shape, to)
+    if mode == "LSTM" then c0 = c0 or tide.zeros(state_shape, to) end
+    local out, hn, cn = run_layers(self, data, h0, c0, function(step, gi, h, c, w_hh_t, b_hh, reverse)
+      return packed_direction(step, gi, bs, h, c, w_hh_t, b_hh, reverse)
+    end)
+    local unsorted = packed.unsorted_indices
+    if unsorted then hn, cn = hn:index_select(2, unsorted), cn and cn:index_select(2, unsorted) end
+    out = nn.utils.rnn._with_data(packed, out)
+    if mode == "LSTM" then return out, hn, cn end
+    return out, hn
+  end
+
   --- rnn(input, hx): runs the layers over the sequence.
   -- input [L, N, input_size] ([N, L, input_size] with batch_first), or
   -- [L, input_size] for one unbatched sequence. hx: h_0 [num_layers * D, N,
@@ -153,8 +282,13 @@ return function(nn)
   -- @return output [L, N, D * hidden_size] (input's layout) and h_n (the
   -- final hidden state of each layer and direction, h_0's shape); LSTM also
   -- returns c_n. PyTorch's `out, (h, c) = lstm(x)` is `local out, h, c = lstm(x)`.
+  -- input may also be a PackedSequence (nn.utils.rnn): the output is then one
+  -- too, with the same layout, and h_n (c_n) holds each sequence's state at
+  -- its own length (for the reverse direction, at its first step), in the
+  -- batch's original order, as PyTorch's.
   -- @usage local out, h_n, c_n = lstm(x, { h0, c0 })
   function RNNBase:forward(input, hx)
+    if nn.utils.rnn.is_packed_sequence(input) then return forward_packed(self, input, hx) end
     local cname, mode = self:class_name(), self.mode
     local w0 = self.weight_ih_l0
     need_like(input, w0, cname, "input")
@@ -173,56 +307,13 @@ return function(nn)
     end
     local dirs = self.bidirectional and 2 or 1
     local state_shape = unbatched and { self.num_layers * dirs, hs } or { self.num_layers * dirs, n, hs }
-    local h0, c0
-    if mode == "LSTM" then
-      if hx ~= nil then
-        if type(hx) ~= "table" then
-          fail(string.format("%s: hx must be a table {h_0, c_0}, got %s", cname,
-            is_tensor(hx) and "a tensor" or type(hx)))
-        end
-        h0 = need_state(hx[1], w0, state_shape, cname, "h_0")
-        c0 = need_state(hx[2], w0, state_shape, cname, "c_0")
-      end
-    elseif hx ~= nil then
-      h0 = need_state(hx, w0, state_shape, cname, "hx")
-    end
+    local h0, c0 = given_states(self, hx, state_shape)
     local zeros_shape = { self.num_layers * dirs, n, hs }
     local to = { dtype = input:dtype(), device = input:device() }
     h0 = h0 and (unbatched and h0:unsqueeze(2) or h0) or tide.zeros(zeros_shape, to)
     if mode == "LSTM" then c0 = c0 and (unbatched and c0:unsqueeze(2) or c0) or tide.zeros(zeros_shape, to) end
 
-    local m = MODES[mode]
-    local step = m.step
-    local h_n, c_n = {}, {}
-    local layer_in = x
-    for layer = 0, self.num_layers - 1 do
-      local outs = {}
-      for dir = 1, dirs do
-        local sfx = "_l" .. layer .. (dir == 2 and "_reverse" or "")
-        local idx = layer * dirs + dir
-        local b_ih, b_hh = self["bias_ih" .. sfx], self["bias_hh" .. sfx]
-        if m.fold_bias and b_ih then b_ih, b_hh = b_ih + b_hh, nil end
-        local gi = layer_in:matmul(self["weight_ih" .. sfx]:t())   -- [L, N, G] for all steps at once
-        if b_ih then gi = gi + b_ih end
-        local w_hh_t = self["weight_hh" .. sfx]:t()
-        local gi_t = gi:unbind(1)   -- their gradients add into one buffer (autograd.c)
-        local h, c = h0:select(1, idx), c0 and c0:select(1, idx)
-        local hs_t = {}
-        for s = 1, seq_len do
-          local t = dir == 1 and s or seq_len - s + 1
-          h, c = step(gi_t[t], h, c, w_hh_t, b_hh)
-          hs_t[t] = h
-        end
-        outs[dir] = tide.stack(hs_t, 1)
-        h_n[idx], c_n[idx] = h, c
-      end
-      layer_in = dirs == 2 and tide.cat(outs, 3) or outs[1]
-      if self.dropout > 0 and self.training and layer < self.num_layers - 1 then
-        layer_in = nn.functional.dropout(layer_in, self.dropout, true)
-      end
-    end
-    local out = layer_in
-    local hn, cn = tide.stack(h_n, 1), c0 and tide.stack(c_n, 1)
+    local out, hn, cn = run_layers(self, x, h0, c0, padded_direction)
     if unbatched then
       out, hn, cn = out:squeeze(2), hn:squeeze(2), cn and cn:squeeze(2)
     elseif self.batch_first then

@@ -1,0 +1,319 @@
+-- Sequence tools: nn.utils.rnn (padding and packing, round trips sorted and
+-- unsorted in both layouts, PackedSequence through nn.RNN/LSTM/GRU against
+-- each sequence run alone), gradcheck of each, and their error messages.
+local tide = require "tide"
+local H = require "spec.helpers"
+local nn = tide.nn
+local F = nn.functional
+local R = nn.utils.rnn
+
+local gradcheck = tide.autograd.gradcheck
+
+local seed = 53
+local function vals(shape, lo, hi)
+  local n = 1
+  for _, s in ipairs(shape) do n = n * s end
+  seed = seed + 7919
+  return H.nest(H.values(n, lo or -1, hi or 1, seed), shape)
+end
+local function f64(t) return tide.tensor(t, "float64") end
+local function i64(t) return tide.tensor(t, "int64") end
+local function cpu_i64(t) return tide.tensor(t, { dtype = "int64", device = "cpu" }) end
+
+-- -- padding and packing ------------------------------------------------------------------------
+
+-- Three sequences [L_i, 2] of lengths 2, 4 and 1 (unsorted), as tables.
+local function three()
+  return { vals({ 2, 2 }), vals({ 4, 2 }), vals({ 1, 2 }) }
+end
+
+-- The padded batch [T][B][2] (or [B][T][2]) of seqs, right or left padded with v.
+local function ref_pad(seqs, batch_first, v, left)
+  local longest = 0
+  for _, s in ipairs(seqs) do longest = math.max(longest, #s) end
+  local r = {}
+  for t = 1, longest do
+    for b, s in ipairs(seqs) do
+      local k = left and t - (longest - #s) or t
+      local row = (k >= 1 and k <= #s) and s[k] or { v, v }
+      if batch_first then
+        r[b] = r[b] or {}
+        r[b][t] = row
+      else
+        r[t] = r[t] or {}
+        r[t][b] = row
+      end
+    end
+  end
+  return r
+end
+
+-- The packed rows of seqs taken in `order` (longest first), and the batch sizes.
+local function ref_pack(seqs, order)
+  local data, bs = {}, {}
+  for t = 1, #seqs[order[1]] do
+    local n = 0
+    for _, b in ipairs(order) do
+      if #seqs[b] >= t then
+        data[#data + 1] = seqs[b][t]
+        n = n + 1
+      end
+    end
+    bs[t] = n
+  end
+  return data, bs
+end
+
+describe("nn.utils.rnn", function()
+  it("pads a list of sequences on either side, in either layout", function()
+    local s = three()
+    local ts = { f64(s[1]), f64(s[2]), f64(s[3]) }
+    H.equal(R.pad_sequence(ts), ref_pad(s, false, 0))
+    H.equal(R.pad_sequence(ts, { batch_first = true, padding_value = -1 }), ref_pad(s, true, -1))
+    H.equal(R.pad_sequence(ts, { padding_side = "left", padding_value = 7 }), ref_pad(s, false, 7, true))
+    H.equal(R.pad_sequence(ts, { batch_first = true, padding_side = "left" }), ref_pad(s, true, 0, true))
+    local with_empty = R.pad_sequence({ tide.zeros({ 0, 2 }, "float64"), ts[3] }, { batch_first = true })
+    H.equal(with_empty, { { { 0, 0 } }, s[3] })
+  end)
+
+  it("packs a list of sequences, sorted or not, and unpacks it", function()
+    local s = three()
+    local ts = { f64(s[1]), f64(s[2]), f64(s[3]) }
+    local p = R.pack_sequence(ts, { enforce_sorted = false })
+    assert.is_true(R.is_packed_sequence(p))
+    local data, bs = ref_pack(s, { 2, 1, 3 })
+    H.equal(p.data, data)
+    H.equal(p.batch_sizes, bs)
+    assert.are.equal("cpu", p.batch_sizes:device())
+    assert.are.equal("int64", p.batch_sizes:dtype())
+    H.equal(p.sorted_indices, { 2, 1, 3 })
+    H.equal(p.unsorted_indices, { 2, 1, 3 })
+    assert.are.equal(tide.get_default_device(), p.sorted_indices:device())
+    local back = R.unpack_sequence(p)
+    for i = 1, 3 do H.equal(back[i], s[i]) end
+    local sorted = R.pack_sequence({ ts[2], ts[1], ts[3] })
+    H.equal(sorted.data, data)
+    assert.is_nil(sorted.sorted_indices)
+    assert.is_nil(sorted.unsorted_indices)
+    assert.are.equal("PackedSequence(data=float64 [7,2], batch_sizes={3, 2, 1, 1}, sorted_indices={2, 1, 3})",
+      tostring(p))
+  end)
+
+  it("packs a padded batch and pads it back, sorted or not, in either layout", function()
+    local s = three()
+    for _, bf in ipairs { false, true } do
+      for _, sorted in ipairs { false, true } do
+        local seqs = sorted and { s[2], s[1], s[3] } or s
+        local order = sorted and { 1, 2, 3 } or { 2, 1, 3 }
+        local lens = sorted and { 4, 2, 1 } or { 2, 4, 1 }
+        local padded = f64(ref_pad(seqs, bf, 9))
+        for _, l in ipairs { lens, cpu_i64(lens) } do
+          local p = R.pack_padded_sequence(padded, l, { batch_first = bf, enforce_sorted = sorted })
+          local data, bs = ref_pack(seqs, order)
+          H.equal(p.data, data, "data")
+          H.equal(p.batch_sizes, bs, "batch_sizes")
+          if sorted then assert.is_nil(p.sorted_indices) else H.equal(p.sorted_indices, order) end
+          local out, out_lens = R.pad_packed_sequence(p, { batch_first = bf, padding_value = -2 })
+          H.equal(out, ref_pad(seqs, bf, -2), "padded back")
+          H.equal(out_lens, lens, "lengths")
+          assert.are.equal("cpu", out_lens:device())
+          local long = R.pad_packed_sequence(p, { batch_first = bf, total_length = 6 })
+          assert.are.same(bf and { 3, 6, 2 } or { 6, 3, 2 }, long:shape())
+          H.equal(long:narrow(bf and 2 or 1, 5, 2), tide.zeros(bf and { 3, 2, 2 } or { 2, 3, 2 }))
+          local back = R.unpad_sequence(out, out_lens, { batch_first = bf })
+          for i = 1, 3 do H.equal(back[i], seqs[i]) end
+        end
+      end
+    end
+  end)
+
+  it("builds a PackedSequence from its parts and moves it with to", function()
+    local data = f64(vals({ 5, 3 }))
+    local p = R.PackedSequence(data, { 2, 2, 1 }, { 2, 1 })
+    H.equal(p.unsorted_indices, { 2, 1 })
+    local q = R.PackedSequence(data, cpu_i64({ 2, 2, 1 }), nil, i64({ 2, 1 }))
+    H.equal(q.sorted_indices, { 2, 1 })
+    local _, lens = R.pad_packed_sequence(p)
+    H.equal(lens, { 2, 3 })
+    local p32 = p:to("float32")
+    assert.are.equal("float32", p32.data:dtype())
+    H.equal(p32.sorted_indices, { 2, 1 })
+    assert.is_nil(R.PackedSequence(data, { 2, 2, 1 }).sorted_indices)
+  end)
+
+  it("passes gradients through packing and padding (gradcheck)", function()
+    local x = f64(vals({ 4, 3, 2 })):requires_grad_()
+    assert.is_true(gradcheck(function(a)
+      local p = R.pack_padded_sequence(a, { 2, 4, 1 }, { enforce_sorted = false })
+      return R.pad_packed_sequence(p, { padding_value = 3 }) * 2
+    end, { x }))
+    local a, b = f64(vals({ 3, 2 })):requires_grad_(), f64(vals({ 1, 2 })):requires_grad_()
+    assert.is_true(gradcheck(function(u, v)
+      return R.pad_sequence({ v, u }, { padding_side = "left" })
+    end, { a, b }))
+  end)
+end)
+
+-- -- recurrent layers on packed sequences -----------------------------------------------------
+
+describe("nn.RNN, nn.LSTM, nn.GRU on a PackedSequence", function()
+  local lens = { 2, 4, 1 }
+  local classes = { { "RNN", {} }, { "RNN", { nonlinearity = "relu" } }, { "LSTM", {} }, { "GRU", {} } }
+
+  local function check_each(m, name, seqs, p, hx)
+    local is_lstm = name == "LSTM"
+    local out, hn, cn = m(p, hx)
+    assert.is_true(R.is_packed_sequence(out))
+    H.equal(out.batch_sizes, p.batch_sizes)
+    local outs = R.unpack_sequence(out)
+    for i, s in ipairs(seqs) do
+      local h_i
+      if hx then
+        h_i = is_lstm and { hx[1]:select(2, i), hx[2]:select(2, i) } or hx:select(2, i)
+      end
+      local o1, h1, c1 = m(s, h_i)
+      H.close(outs[i], o1, 1e-12, 1e-12, name .. " output of sequence " .. i)
+      H.close(hn:select(2, i), h1, 1e-12, 1e-12, name .. " h_n of sequence " .. i)
+      if is_lstm then H.close(cn:select(2, i), c1, 1e-12, 1e-12, "LSTM c_n of sequence " .. i) end
+    end
+  end
+
+  it("equal each sequence run alone, with 2 layers and both directions", function()
+    for _, c in ipairs(classes) do
+      local name = c[1]
+      local o = { num_layers = 2, bidirectional = true, dtype = "float64", nonlinearity = c[2].nonlinearity }
+      local m = nn[name](3, 4, o)
+      local seqs = {}
+      for i, l in ipairs(lens) do seqs[i] = f64(vals({ l, 3 })) end
+      local unsorted = R.pack_sequence(seqs, { enforce_sorted = false })
+      check_each(m, name, seqs, unsorted)
+      local h0, c0 = f64(vals({ 4, 3, 4 })), f64(vals({ 4, 3, 4 }))
+      check_each(m, name, seqs, unsorted, name == "LSTM" and { h0, c0 } or h0)
+      local sorted = R.pack_padded_sequence(R.pad_sequence({ seqs[2], seqs[1], seqs[3] }), { 4, 2, 1 })
+      check_each(m, name, { seqs[2], seqs[1], seqs[3] }, sorted)
+    end
+  end)
+
+  it("ignore batch_first (the packed layout is its own) and keep the weights' dtype", function()
+    local m = nn.GRU(3, 4, { batch_first = true, dtype = "float64" })
+    local seqs = { f64(vals({ 3, 3 })), f64(vals({ 1, 3 })) }
+    check_each(m, "GRU", seqs, R.pack_sequence(seqs))
+    local out = m(R.pack_sequence(seqs))
+    assert.are.equal("float64", out.data:dtype())
+    assert.are.same({ 4, 4 }, out.data:shape())
+  end)
+
+  it("pass gradients to the input, h_0, c_0 and the weights (gradcheck)", function()
+    local lstm = nn.LSTM(2, 2, { bidirectional = true, dtype = "float64" })
+    local x, h0, c0 = f64(vals({ 3, 3, 2 })), f64(vals({ 2, 3, 2 })), f64(vals({ 2, 3, 2 }))
+    for _, t in ipairs { x, h0, c0 } do t:requires_grad_() end
+    assert.is_true(gradcheck(function(a, h, c)
+      local out, hn, cn = lstm(R.pack_padded_sequence(a, { 2, 3, 1 }, { enforce_sorted = false }), { h, c })
+      return { R.pad_packed_sequence(out), hn, cn }
+    end, { x, h0, c0, lstm.weight_hh_l0_reverse, lstm.bias_ih_l0 }))
+  end)
+
+  it("reject packed data of the wrong shape, dtype or state", function()
+    local m = nn.LSTM(3, 4, { dtype = "float64" })
+    local p = R.pack_sequence({ f64(vals({ 2, 3 })), f64(vals({ 1, 3 })) })
+    assert.has_error(function() m(R.PackedSequence(f64(vals({ 3, 2 })), { 2, 1 })) end,
+      "LSTM: input size must be 3, got 2")
+    assert.has_error(function() m(R.PackedSequence(tide.zeros({ 3, 1, 3 }, "float64"), { 2, 1 })) end,
+      "LSTM: expected the data of a PackedSequence to be 2-d [sum of lengths, input_size], got shape [3,1,3]")
+    assert.has_error(function() m(p:to("float32")) end, "LSTM: input is float32 but the parameters are float64")
+    assert.has_error(function() m(p, { tide.zeros({ 1, 3, 4 }, "float64"), tide.zeros({ 1, 3, 4 }, "float64") }) end,
+      "LSTM: expected h_0 of shape [1,2,4], got [1,3,4]")
+  end)
+end)
+
+-- -- errors -------------------------------------------------------------------------------------
+
+describe("sequence tools", function()
+  it("name the function and the values in their errors", function()
+    local s = { f64(vals({ 2, 2 })), f64(vals({ 1, 2 })) }
+    local x3 = f64(vals({ 3, 2, 2 }))
+    local p = R.pack_sequence(s)
+    local cases = {
+      -- packing and padding
+      { function() R.pack_padded_sequence(x3, { 3, 2.5 }) end,
+        "pack_padded_sequence: lengths[2] must be a non-negative integer, got 2.5" },
+      { function() R.pack_padded_sequence(x3, "3") end,
+        "pack_padded_sequence: lengths must be a table of integers or a 1-d int64 tensor, got string" },
+      { function() R.pack_padded_sequence(x3, tide.tensor({ 3, 2 }, { device = "cpu" })) end,
+        "pack_padded_sequence: lengths must be a table of integers or a 1-d int64 tensor, got a float32 tensor " ..
+        "of shape [2]" },
+      { function() R.pack_padded_sequence(x3, { 3, 2, 1 }) end,
+        "pack_padded_sequence: expected 2 lengths for input of shape [3,2,2] (batch of 2), got 3" },
+      { function() R.pack_padded_sequence(x3, { 3, 4 }, { enforce_sorted = false }) end,
+        "pack_padded_sequence: length 4 of sequence 2 is out of range: each must be between 1 and the padded " ..
+        "length 3" },
+      { function() R.pack_padded_sequence(x3, { 0, 2 }, { enforce_sorted = false }) end,
+        "pack_padded_sequence: length 0 of sequence 1 is out of range: each must be between 1 and the padded " ..
+        "length 3" },
+      { function() R.pack_padded_sequence(x3, { 2, 3 }) end,
+        "pack_padded_sequence: lengths {2, 3} are not sorted in decreasing order; sort the batch, or pass " ..
+        "enforce_sorted = false" },
+      { function() R.pack_padded_sequence(x3, { 3, 2 }, { batch_first = 1 }) end,
+        "pack_padded_sequence: batch_first must be a boolean, got number" },
+      { function() R.pack_padded_sequence(x3, { 3, 2 }, { sorted = true }) end,
+        "pack_padded_sequence: unknown option 'sorted'" },
+      { function() R.pack_padded_sequence(x3, { 3, 2 }, true) end,
+        "pack_padded_sequence: options must be a table, got boolean" },
+      { function() R.pack_padded_sequence(f64({ 1, 2 }), { 1 }) end,
+        "pack_padded_sequence: input must be a tensor [T, B, *] ([B, T, *] with batch_first), got shape [2]" },
+      { function() R.pack_padded_sequence(tide.zeros({ 3, 0 }), {}) end,
+        "pack_padded_sequence: cannot pack an empty batch" },
+      { function() R.pack_sequence({ s[2], s[1] }) end,
+        "pack_sequence: lengths {1, 2} are not sorted in decreasing order; sort the batch, or pass " ..
+        "enforce_sorted = false" },
+      { function() R.pack_sequence({ s[1], tide.zeros({ 0, 2 }, "float64") }) end,
+        "pack_sequence: length 0 of sequence 2 is out of range: each must be between 1 and the longest" },
+      { function() R.pack_sequence(s[1]) end, "pack_sequence: sequences must be a table of tensors, got a tensor" },
+      { function() R.pad_sequence({}) end, "pad_sequence: sequences is empty" },
+      { function() R.pad_sequence({ s[1], 3 }) end,
+        "pad_sequence: sequence 2 must be a tensor of at least 1 dimension, got number" },
+      { function() R.pad_sequence({ s[1], f64(vals({ 2, 3 })) }) end,
+        "pad_sequence: sequence 2 of shape [2,3] and sequence 1 of shape [2,2] differ beyond their length" },
+      { function() R.pad_sequence({ s[1], s[2]:to("float32") }) end,
+        "pad_sequence: sequence 2 is float32 on " .. s[1]:device() .. " but sequence 1 is float64 on " ..
+        s[1]:device() },
+      { function() R.pad_sequence(s, { padding_side = "middle" }) end,
+        "pad_sequence: padding_side must be 'right' or 'left', got middle" },
+      { function() R.pad_sequence(s, { padding_value = "0" }) end,
+        "pad_sequence: padding_value must be a number, got string" },
+      { function() R.pad_packed_sequence(x3) end, "pad_packed_sequence: sequence must be a PackedSequence, got a tensor" },
+      { function() R.pad_packed_sequence(p, { total_length = 1 }) end,
+        "pad_packed_sequence: total_length must be an integer of at least the longest length 2, got 1" },
+      { function() R.unpad_sequence(x3, { 3 }) end,
+        "unpad_sequence: expected 2 lengths for padded of shape [3,2,2] (batch of 2), got 1" },
+      { function() R.unpad_sequence(x3, { 3, 4 }) end,
+        "unpad_sequence: length 4 of sequence 2 exceeds the padded length 3" },
+      { function() R.unpad_sequence(f64({ 1 }), { 1 }) end,
+        "unpad_sequence: padded must be a tensor [T, B, *] ([B, T, *] with batch_first), got shape [1]" },
+      { function() R.unpack_sequence({}) end, "unpack_sequence: packed must be a PackedSequence, got table" },
+      { function() R.PackedSequence(3, { 1 }) end,
+        "PackedSequence: data must be a tensor of at least 1 dimension, got number" },
+      { function() R.PackedSequence(tide.zeros({ 0, 2 }), {}) end,
+        "PackedSequence: batch_sizes is empty (a PackedSequence holds at least one step)" },
+      { function() R.PackedSequence(f64(vals({ 3, 2 })), { 1, 2 }) end,
+        "PackedSequence: batch_sizes {1, 2} must be positive and non-increasing" },
+      { function() R.PackedSequence(f64(vals({ 3, 2 })), { 2, 2 }) end,
+        "PackedSequence: batch_sizes {2, 2} sum to 4 but data of shape [3,2] holds 3 steps" },
+      { function() R.PackedSequence(f64(vals({ 3, 2 })), { 2, 1 }, { 1, 1 }) end,
+        "PackedSequence: sorted_indices {1, 1} is not a permutation of 1..2" },
+      { function() R.PackedSequence(f64(vals({ 3, 2 })), { 2, 1 }, nil, { 1, 2, 3 }) end,
+        "PackedSequence: unsorted_indices has 3 entries for a batch of 2" },
+    }
+    for i, c in ipairs(cases) do assert.has_error(c[1], c[2], "case " .. i) end
+  end)
+
+  it("want lengths on the CPU for packing, as PyTorch does", function()
+    local dev = tide.get_default_device()
+    if dev == "cpu" then
+      print("# skipped the lengths-on-a-device error: the suite runs on the CPU (run it with TIDE_DEFAULT_DEVICE)")
+      return
+    end
+    assert.has_error(function() nn.utils.rnn.pack_padded_sequence(tide.zeros({ 2, 1, 1 }), i64({ 2 })) end,
+      "pack_padded_sequence: lengths must be on the CPU (as in PyTorch), got a tensor on " .. dev)
+  end)
+end)
