@@ -1,6 +1,8 @@
 -- Sequence tools: nn.utils.rnn (padding and packing, round trips sorted and
 -- unsorted in both layouts, PackedSequence through nn.RNN/LSTM/GRU against
--- each sequence run alone), gradcheck of each, and their error messages.
+-- each sequence run alone), F.embedding_bag / nn.EmbeddingBag against a
+-- plain-Lua reference for every mode and option, gradcheck of each, and their
+-- error messages.
 local tide = require "tide"
 local H = require "spec.helpers"
 local nn = tide.nn
@@ -226,6 +228,122 @@ describe("nn.RNN, nn.LSTM, nn.GRU on a PackedSequence", function()
   end)
 end)
 
+-- -- embedding_bag ------------------------------------------------------------------------------
+
+-- The bags of n indices as {first, last} positions, from their starts (with
+-- last, the final entry ends the last bag).
+local function ref_bags(n, starts, last)
+  local bags, nb = {}, last and #starts - 1 or #starts
+  for b = 1, nb do
+    local stop = (starts[b + 1] or n + 1) - 1
+    bags[b] = { starts[b], stop }
+  end
+  return bags
+end
+
+local function ref_embedding_bag(W, input, bags, mode, psw, pad)
+  local out = {}
+  for b, r in ipairs(bags) do
+    local acc, cnt = {}, 0
+    for d = 1, #W[1] do acc[d] = mode == "max" and -math.huge or 0 end
+    for p = r[1], r[2] do
+      local i = input[p]
+      if i ~= pad then
+        cnt = cnt + 1
+        for d = 1, #W[1] do
+          local v = W[i][d] * (psw and psw[p] or 1)
+          acc[d] = mode == "max" and math.max(acc[d], v) or acc[d] + v
+        end
+      end
+    end
+    for d = 1, #W[1] do
+      if cnt == 0 then acc[d] = 0 elseif mode == "mean" then acc[d] = acc[d] / cnt end
+    end
+    out[b] = acc
+  end
+  return out
+end
+
+describe("F.embedding_bag and nn.EmbeddingBag", function()
+  local W = vals({ 6, 3 })
+  local input = { 2, 5, 1, 6, 6, 3, 2, 4 }
+  local starts = { 1, 3, 3, 7 }   -- bag 2 is empty
+
+  it("match the reference in every mode, with offsets as a tensor or a table", function()
+    local w = f64(W)
+    for _, mode in ipairs { "sum", "mean", "max" } do
+      for _, pad in ipairs { false, 2, -1 } do
+        local want_pad = pad == -1 and 6 or pad or nil
+        local o = { mode = mode, padding_idx = pad or nil }
+        local want = ref_embedding_bag(W, input, ref_bags(#input, starts), mode, nil, want_pad)
+        local what = mode .. " padding_idx " .. tostring(pad)
+        H.close(F.embedding_bag(i64(input), w, i64(starts), o), want, 1e-12, 1e-12, what)
+        H.close(F.embedding_bag(i64(input), w, starts, o), want, 1e-12, 1e-12, what .. " (table)")
+        local ends = { 1, 3, 3, 7, 8 }   -- CSR: the last entry ends the last bag, index 8 falls out
+        o.include_last_offset = true
+        local want_last = ref_embedding_bag(W, input, ref_bags(#input, ends, true), mode, nil, want_pad)
+        H.close(F.embedding_bag(i64(input), w, i64(ends), o), want_last, 1e-12, 1e-12, what .. " last offset")
+        H.close(F.embedding_bag(tide.tensor(input, "int32"), w, ends, o), want_last, 1e-12, 1e-12, what .. " int32")
+      end
+    end
+  end)
+
+  it("take a 2-d input as one bag per row, and per-sample weights in mode sum", function()
+    local w = f64(W)
+    local rows = { { 2, 5, 2 }, { 6, 1, 4 } }
+    local flat = { 2, 5, 2, 6, 1, 4 }
+    for _, mode in ipairs { "sum", "mean", "max" } do
+      local want = ref_embedding_bag(W, flat, { { 1, 3 }, { 4, 6 } }, mode, nil, 2)
+      H.close(F.embedding_bag(i64(rows), w, nil, { mode = mode, padding_idx = 2 }), want, 1e-12, 1e-12, mode)
+    end
+    local psw = vals({ 8 })
+    H.close(F.embedding_bag(i64(input), w, i64(starts), { mode = "sum", per_sample_weights = f64(psw) }),
+      ref_embedding_bag(W, input, ref_bags(#input, starts), "sum", psw), 1e-12, 1e-12, "per_sample_weights")
+    local psw2 = vals({ 2, 3 })
+    H.close(F.embedding_bag(i64(rows), w, nil, { mode = "sum", per_sample_weights = f64(psw2), padding_idx = 5 }),
+      ref_embedding_bag(W, flat, { { 1, 3 }, { 4, 6 } }, "sum", H.flat(psw2), 5), 1e-12, 1e-12, "2-d weighted")
+  end)
+
+  it("give zeros for empty bags and an empty input", function()
+    local w = f64(W)
+    for _, mode in ipairs { "sum", "mean", "max" } do
+      H.equal(F.embedding_bag(tide.zeros({ 0 }, "int64"), w, i64({ 1, 1 }), { mode = mode }), tide.zeros({ 2, 3 }))
+      H.equal(F.embedding_bag(tide.zeros({ 2, 0 }, "int64"), w, nil, { mode = mode }), tide.zeros({ 2, 3 }))
+      H.equal(F.embedding_bag(i64({ 3, 3 }), w, { 1 }, { mode = mode, padding_idx = 3 }), tide.zeros({ 1, 3 }))
+    end
+  end)
+
+  it("pass gradients to the weight and the per-sample weights (gradcheck)", function()
+    local w = f64(W):requires_grad_()
+    for _, mode in ipairs { "sum", "mean", "max" } do
+      assert.is_true(gradcheck(function(a)
+        return F.embedding_bag(i64(input), a, i64(starts), { mode = mode, padding_idx = 6 })
+      end, { w }), mode)
+    end
+    local psw = f64(vals({ 8 })):requires_grad_()
+    assert.is_true(gradcheck(function(a, p)
+      return F.embedding_bag(i64(input), a, i64(starts), { mode = "sum", per_sample_weights = p })
+    end, { w, psw }))
+  end)
+
+  it("is a module with its own weight, and from_pretrained", function()
+    tide.manual_seed(3)
+    local bag = nn.EmbeddingBag(6, 3, { mode = "max", padding_idx = 2, dtype = "float64" })
+    assert.are.same({ 6, 3 }, bag.weight:shape())
+    H.equal(bag.weight:select(1, 2), { 0, 0, 0 })
+    local want = ref_embedding_bag(bag.weight:totable(), input, ref_bags(#input, starts), "max", nil, 2)
+    H.close(bag(i64(input), i64(starts)), want, 1e-12, 1e-12)
+    assert.are.equal("EmbeddingBag(6, 3, mode='max', padding_idx=2)", tostring(bag))
+    local pre = nn.EmbeddingBag.from_pretrained(f64(W), { mode = "sum", include_last_offset = true })
+    assert.is_false(pre.weight.requires_grad)
+    local psw = vals({ 8 })
+    H.close(pre(i64(input), i64({ 1, 3, 3, 7, 9 }), f64(psw)),
+      ref_embedding_bag(W, input, ref_bags(#input, { 1, 3, 3, 7, 9 }, true), "sum", psw), 1e-12, 1e-12)
+    assert.are.equal("EmbeddingBag(6, 3, mode='sum', include_last_offset=true)", tostring(pre))
+    assert.is_true(nn.EmbeddingBag.from_pretrained(f64(W), { freeze = false }).weight.requires_grad)
+  end)
+end)
+
 -- -- errors -------------------------------------------------------------------------------------
 
 describe("sequence tools", function()
@@ -233,6 +351,7 @@ describe("sequence tools", function()
     local s = { f64(vals({ 2, 2 })), f64(vals({ 1, 2 })) }
     local x3 = f64(vals({ 3, 2, 2 }))
     local p = R.pack_sequence(s)
+    local w = f64(vals({ 6, 3 }))
     local cases = {
       -- packing and padding
       { function() R.pack_padded_sequence(x3, { 3, 2.5 }) end,
@@ -303,6 +422,56 @@ describe("sequence tools", function()
         "PackedSequence: sorted_indices {1, 1} is not a permutation of 1..2" },
       { function() R.PackedSequence(f64(vals({ 3, 2 })), { 2, 1 }, nil, { 1, 2, 3 }) end,
         "PackedSequence: unsorted_indices has 3 entries for a batch of 2" },
+      -- embedding_bag
+      { function() F.embedding_bag(f64({ 1 }), w, { 1 }) end,
+        "embedding_bag: input must be an int64 or int32 tensor of 1-based indices, got float64" },
+      { function() F.embedding_bag(i64({ 1 }), i64({ { 1 } }), { 1 }) end,
+        "embedding_bag: weight must be a 2-d floating-point tensor [num_embeddings, embedding_dim], got int64 " ..
+        "of shape [1,1]" },
+      { function() F.embedding_bag(i64({ 1 }), w, { 1 }, { mode = "min" }) end,
+        "embedding_bag: mode must be 'sum', 'mean' or 'max', got min" },
+      { function() F.embedding_bag(i64({ 1 }), w, { 1 }, { max_norm = 1 }) end,
+        "embedding_bag: unknown option 'max_norm' (max_norm, scale_grad_by_freq and sparse are not supported)" },
+      { function() F.embedding_bag(i64({ 1 }), w, { 1 }, 3) end, "embedding_bag: options must be a table, got number" },
+      { function() F.embedding_bag(i64({ 1 }), w, { 1 }, { include_last_offset = 1 }) end,
+        "embedding_bag: include_last_offset must be a boolean, got number" },
+      { function() F.embedding_bag(i64({ 1 }), w, { 1 }, { padding_idx = 7 }) end,
+        "embedding_bag: padding_idx 7 is out of range for 6 embeddings" },
+      { function() F.embedding_bag(i64({ 1 }), w, { 1 }, { padding_idx = 0 }) end,
+        "embedding_bag: padding_idx 0 is out of range for 6 embeddings" },
+      { function() F.embedding_bag(i64({ { 1 } }), w, { 1 }) end,
+        "embedding_bag: offsets must be nil when input is 2-d (each row is a bag), got table" },
+      { function() F.embedding_bag(i64({ { { 1 } } }), w) end,
+        "embedding_bag: input must be 1-d (with offsets) or 2-d [bags, indices], got shape [1,1,1]" },
+      { function() F.embedding_bag(i64({ 1 }), w) end, "embedding_bag: offsets are required when input is 1-d" },
+      { function() F.embedding_bag(i64({ 1 }), w, { 1.5 }) end, "embedding_bag: offsets[1] must be an integer, got 1.5" },
+      { function() F.embedding_bag(i64({ 1 }), w, f64({ 1 })) end,
+        "embedding_bag: offsets must be an int64 or int32 tensor of 1-based indices, got float64" },
+      { function() F.embedding_bag(i64({ 1 }), w, i64({ { 1 } })) end,
+        "embedding_bag: offsets must be 1-d, got shape [1,1]" },
+      { function() F.embedding_bag(i64({ 1 }), w, {}, { include_last_offset = true }) end,
+        "embedding_bag: include_last_offset needs at least one offset (the end), got none" },
+      { function() F.embedding_bag(i64({ 1, 2 }), w, { 0, 1 }) end,
+        "embedding_bag: offsets[1] must be 1 (the offsets are 1-based: PyTorch's 0 is 1 here), got 0" },
+      { function() F.embedding_bag(i64({ 1, 2 }), w, i64({ 1, 3, 2 }), { mode = "max" }) end,
+        "embedding_bag: offsets[3] = 2 is out of order or past the end (2 indices): offsets must not decrease " ..
+        "and be at most 3" },
+      { function() F.embedding_bag(i64({ 1, 2 }), w, { 1, 4 }) end,
+        "embedding_bag: offsets[2] = 4 is out of order or past the end (2 indices): offsets must not decrease " ..
+        "and be at most 3" },
+      { function() F.embedding_bag(i64({ 1 }), w, { 1 }, { mode = "mean", per_sample_weights = f64({ 1 }) }) end,
+        "embedding_bag: per_sample_weights is only supported for mode 'sum', got mode 'mean'" },
+      { function() F.embedding_bag(i64({ 1 }), w, { 1 }, { mode = "sum", per_sample_weights = tide.ones({ 1 }) }) end,
+        "embedding_bag: per_sample_weights must be a float64 tensor (weight's dtype), got float32" },
+      { function() F.embedding_bag(i64({ 1 }), w, { 1 }, { mode = "sum", per_sample_weights = f64({ 1, 2 }) }) end,
+        "embedding_bag: per_sample_weights of shape [2] does not match input of shape [1]" },
+      { function() nn.EmbeddingBag(4, 2, { mode = "avg" }) end,
+        "EmbeddingBag: mode must be 'sum', 'mean' or 'max', got avg" },
+      { function() nn.EmbeddingBag(4, -2) end, "EmbeddingBag: embedding_dim must be a non-negative integer, got -2" },
+      { function() nn.EmbeddingBag(4, 2, { padding_idx = 5 }) end,
+        "EmbeddingBag: padding_idx 5 is out of range for 4 embeddings" },
+      { function() nn.EmbeddingBag.from_pretrained(f64({ 1 })) end,
+        "EmbeddingBag.from_pretrained: weight must be a 2-d tensor [num_embeddings, embedding_dim]" },
     }
     for i, c in ipairs(cases) do assert.has_error(c[1], c[2], "case " .. i) end
   end)

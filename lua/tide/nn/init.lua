@@ -624,6 +624,7 @@ require("tide.nn.activation")(nn)
 require("tide.nn.loss")(nn)
 require("tide.nn.utils")(nn)
 require("tide.nn.rnn_utils")(nn)
+require("tide.nn.embedding_bag")(nn)
 require("tide.nn.container")(nn)
 
 REG["tide.nn"] = nn
