@@ -1,8 +1,9 @@
 -- Sequence tools: nn.utils.rnn (padding and packing, round trips sorted and
 -- unsorted in both layouts, PackedSequence through nn.RNN/LSTM/GRU against
 -- each sequence run alone), F.embedding_bag / nn.EmbeddingBag against a
--- plain-Lua reference for every mode and option, gradcheck of each, and their
--- error messages.
+-- plain-Lua reference for every mode and option, F.ctc_loss / nn.CTCLoss
+-- against a plain-Lua float64 forward algorithm (itself checked against every
+-- alignment), gradcheck of each, and their error messages.
 local tide = require "tide"
 local H = require "spec.helpers"
 local nn = tide.nn
@@ -344,6 +345,163 @@ describe("F.embedding_bag and nn.EmbeddingBag", function()
   end)
 end)
 
+-- -- ctc_loss -----------------------------------------------------------------------------------
+
+-- -log p(target | lp) by the forward algorithm in probability space: lp
+-- [T][C] log-probabilities (only the first t_len steps used), target a table.
+local function ref_ctc(lp, t_len, target, blank)
+  local ext = { blank }
+  for _, l in ipairs(target) do
+    ext[#ext + 1] = l
+    ext[#ext + 1] = blank
+  end
+  local w = #ext
+  local alpha = {}
+  for s = 1, w do alpha[s] = s == 1 and 1 or 0 end   -- before the first step
+  for t = 1, t_len do
+    local nxt = {}
+    for s = 1, w do
+      local a = alpha[s] + (alpha[s - 1] or 0)
+      if s >= 3 and ext[s] ~= blank and ext[s] ~= ext[s - 2] then a = a + alpha[s - 2] end
+      nxt[s] = a * math.exp(lp[t][ext[s]])
+    end
+    alpha = nxt
+  end
+  local p = alpha[w] + (w > 1 and alpha[w - 1] or 0)
+  return -math.log(p)
+end
+
+-- The same by summing over every path of t_len steps that collapses to target.
+local function brute_ctc(lp, t_len, target, blank)
+  local c, total = #lp[1], 0
+  local path = {}
+  local function walk(t, logp)
+    if t > t_len then
+      local out, prev = {}, nil
+      for _, k in ipairs(path) do
+        if k ~= blank and k ~= prev then out[#out + 1] = k end
+        prev = k
+      end
+      if table.concat(out, ",") == table.concat(target, ",") then total = total + math.exp(logp) end
+      return
+    end
+    for k = 1, c do
+      path[t] = k
+      walk(t + 1, logp + lp[t][k])
+    end
+  end
+  walk(1, 0)
+  return -math.log(total)
+end
+
+local function log_softmax_rows(x)
+  local r = {}
+  for i, row in ipairs(x) do
+    local m = -math.huge
+    for _, v in ipairs(row) do m = math.max(m, v) end
+    local s = 0
+    for _, v in ipairs(row) do s = s + math.exp(v - m) end
+    r[i] = {}
+    for k, v in ipairs(row) do r[i][k] = v - m - math.log(s) end
+  end
+  return r
+end
+
+describe("F.ctc_loss and nn.CTCLoss", function()
+  local T, N, C = 6, 5, 4
+  local logits = vals({ T, N, C }, -2, 2)
+  -- [T][N][C] log-probabilities, and one sequence's [T][C]
+  local lp = {}
+  for t = 1, T do lp[t] = log_softmax_rows(logits[t]) end
+  local function seq(n)
+    local r = {}
+    for t = 1, T do r[t] = lp[t][n] end
+    return r
+  end
+  -- a repeat, a repeat needing a blank between, an empty target, one too long
+  -- for its input (5 steps needed, 3 given), and one with an empty input
+  local targets = { { 2, 3, 2 }, { 3, 3 }, {}, { 4, 4, 4 }, {} }
+  local in_lens = { 6, 5, 6, 3, 0 }
+  local padded = { { 2, 3, 2 }, { 3, 3, 0 }, { 0, 0, 0 }, { 4, 4, 4 }, { 9, 9, 9 } }   -- padding is never read
+  local concat = { 2, 3, 2, 3, 3, 4, 4, 4 }
+  local tg_lens = { 3, 2, 0, 3, 0 }
+
+  local function want(blank, tgts, zero_inf)
+    local r = {}
+    for n = 1, N do
+      r[n] = ref_ctc(seq(n), in_lens[n], tgts[n], blank)
+      if zero_inf and r[n] == math.huge then r[n] = 0 end
+    end
+    return r
+  end
+
+  it("has a reference that agrees with the sum over every alignment", function()
+    for n = 1, 4 do
+      local a, b = ref_ctc(seq(n), math.min(in_lens[n], 5), targets[n], 1), brute_ctc(seq(n),
+        math.min(in_lens[n], 5), targets[n], 1)
+      assert.is_true(a == b or math.abs(a - b) <= 1e-12 * math.abs(b), n .. ": " .. a .. " vs " .. b)
+    end
+    assert.are.equal(math.huge, ref_ctc(seq(4), 3, targets[4], 1))
+    assert.are.equal(0, ref_ctc(seq(5), 0, {}, 1))
+  end)
+
+  it("matches the reference per sequence, padded or concatenated, with inf where nothing fits", function()
+    local x = f64(lp)
+    local e = want(1, targets)
+    assert.are.equal(math.huge, e[4])
+    H.close(F.ctc_loss(x, i64(padded), in_lens, tg_lens, { reduction = "none" }), e, 1e-12, 1e-12, "padded")
+    H.close(F.ctc_loss(x, i64(concat), cpu_i64(in_lens), i64(tg_lens), "none"), e, 1e-12, 1e-12, "concatenated")
+    H.close(F.ctc_loss(x, tide.tensor(padded, "int32"), tide.tensor(in_lens, "int32"), tg_lens, "none"), e,
+      1e-12, 1e-12, "int32")
+    local z = want(1, targets, true)
+    H.close(F.ctc_loss(x, i64(padded), in_lens, tg_lens, { reduction = "none", zero_infinity = true }), z,
+      1e-12, 1e-12, "zero_infinity")
+  end)
+
+  it("reduces by sum, or by the mean of the losses over their target lengths", function()
+    local x = f64(lp)
+    local z = want(1, targets, true)
+    local sum, mean = 0, 0
+    for n = 1, N do
+      sum = sum + z[n]
+      mean = mean + z[n] / math.max(tg_lens[n], 1) / N
+    end
+    local o = { zero_infinity = true }
+    H.close(F.ctc_loss(x, i64(padded), in_lens, tg_lens, o), mean, 1e-12, 1e-12, "mean")
+    o.reduction = "sum"
+    H.close(F.ctc_loss(x, i64(padded), in_lens, tg_lens, o), sum, 1e-12, 1e-12, "sum")
+    H.equal(F.ctc_loss(x, i64(padded), in_lens, tg_lens, "sum"), math.huge)
+    H.close(nn.CTCLoss({ reduction = "sum", zero_infinity = true })(x, i64(padded), in_lens, tg_lens), sum,
+      1e-12, 1e-12, "module")
+  end)
+
+  it("takes another blank, one unbatched sequence, and float32", function()
+    local x = f64(lp)
+    local tg = { { 2, 1, 1 }, { 1, 1 }, {}, { 2, 2, 2 }, {} }   -- classes 1..3 around blank 4
+    H.close(F.ctc_loss(x, i64({ 2, 1, 1, 1, 1, 2, 2, 2 }), in_lens, tg_lens, { blank = 4, reduction = "none" }),
+      want(4, tg), 1e-12, 1e-12, "blank 4")
+    H.close(F.ctc_loss(x:select(2, 1), i64({ 2, 3, 2, 9 }), 6, 3, "none"), ref_ctc(seq(1), 6, { 2, 3, 2 }, 1),
+      1e-12, 1e-12, "unbatched")
+    H.close(F.ctc_loss(x:select(2, 2), i64({ 3, 3 }), { 5 }, i64({ 2 }), "mean"),
+      ref_ctc(seq(2), 5, { 3, 3 }, 1) / 2, 1e-12, 1e-12, "unbatched mean")
+    local f = F.ctc_loss(tide.tensor(lp, "float32"), i64(padded), in_lens, tg_lens, { reduction = "none" })
+    assert.are.equal("float32", f:dtype())
+    H.close(f, want(1, targets), 1e-5, 1e-5, "float32")
+    assert.are.equal("CTCLoss(blank=4, reduction='none', zero_infinity=true)",
+      tostring(nn.CTCLoss({ blank = 4, reduction = "none", zero_infinity = true })))
+  end)
+
+  it("passes gradients to the log-probabilities (gradcheck)", function()
+    local x = f64(lp):requires_grad_()
+    assert.is_true(gradcheck(function(a)
+      return F.ctc_loss(a, i64(padded), in_lens, tg_lens, { zero_infinity = true, reduction = "none" })
+    end, { x }))
+    assert.is_true(gradcheck(function(a)
+      return F.ctc_loss(a:log_softmax(3), i64(concat), { 6, 6, 4, 5, 1 }, tg_lens, { zero_infinity = true })
+    end, { x }))
+  end)
+end)
+
 -- -- errors -------------------------------------------------------------------------------------
 
 describe("sequence tools", function()
@@ -352,6 +510,8 @@ describe("sequence tools", function()
     local x3 = f64(vals({ 3, 2, 2 }))
     local p = R.pack_sequence(s)
     local w = f64(vals({ 6, 3 }))
+    local lp = f64(vals({ 4, 2, 3 }))
+    local tg = i64({ { 2, 3 }, { 2, 0 } })
     local cases = {
       -- packing and padding
       { function() R.pack_padded_sequence(x3, { 3, 2.5 }) end,
@@ -472,6 +632,45 @@ describe("sequence tools", function()
         "EmbeddingBag: padding_idx 5 is out of range for 4 embeddings" },
       { function() nn.EmbeddingBag.from_pretrained(f64({ 1 })) end,
         "EmbeddingBag.from_pretrained: weight must be a 2-d tensor [num_embeddings, embedding_dim]" },
+      -- ctc_loss
+      { function() F.ctc_loss(lp, tg, { 4, 4 }, { 2, 1 }, { reduction = "avg" }) end,
+        "ctc_loss: reduction must be 'mean', 'sum' or 'none', got avg" },
+      { function() F.ctc_loss(lp, tg, { 4, 4 }, { 2, 1 }, { zero_infinity = 1 }) end,
+        "ctc_loss: zero_infinity must be a boolean, got number" },
+      { function() F.ctc_loss(lp, tg, { 4, 4 }, { 2, 1 }, { blank = 0 }) end,
+        "ctc_loss: blank 0 is out of range for 3 classes (1-based: PyTorch's blank = 0 is 1 here)" },
+      { function() F.ctc_loss(lp, tg, { 4, 4 }, { 2, 1 }, { blank = 1.5 }) end,
+        "ctc_loss: blank must be an integer (a 1-based class index), got 1.5" },
+      { function() F.ctc_loss(lp, tg, { 4, 4 }, { 2, 1 }, { weight = 1 }) end, "ctc_loss: unknown option 'weight'" },
+      { function() F.ctc_loss(lp, tg, { 4, 4 }, { 2, 1 }, 1) end, "ctc_loss: options must be a table, got number" },
+      { function() F.ctc_loss(i64({ { 1 } }), tg, { 4, 4 }, { 2, 1 }) end,
+        "ctc_loss: log_probs must be a floating-point tensor, got int64" },
+      { function() F.ctc_loss(f64({ 1 }), tg, { 4, 4 }, { 2, 1 }) end,
+        "ctc_loss: log_probs must be [T, N, C] or [T, C], got shape [1]" },
+      { function() F.ctc_loss(lp, f64({ 1 }), { 4, 4 }, { 2, 1 }) end,
+        "ctc_loss: targets must be an int64 or int32 tensor of 1-based class indices, got float64" },
+      { function() F.ctc_loss(lp:select(2, 1), tg, 4, 2) end,
+        "ctc_loss: targets must be 1-d [S] for log_probs of shape [4,3], got shape [2,2]" },
+      { function() F.ctc_loss(lp, i64({ { { 1 } } }), { 4, 4 }, { 2, 1 }) end,
+        "ctc_loss: targets must be [N, S] or 1-d (concatenated), got shape [1,1,1]" },
+      { function() F.ctc_loss(lp, tg, { 4 }, { 2, 1 }) end,
+        "ctc_loss: expected 2 input_lengths (one per sequence), got 1" },
+      { function() F.ctc_loss(lp, tg, { 4, -1 }, { 2, 1 }) end,
+        "ctc_loss: input_lengths[2] must be a non-negative integer, got -1" },
+      { function() F.ctc_loss(lp, tg, f64({ 4, 4 }), { 2, 1 }) end,
+        "ctc_loss: input_lengths must be an int64 or int32 tensor, got float64" },
+      { function() F.ctc_loss(lp, tg, { 4, 4 }, "2") end,
+        "ctc_loss: target_lengths must be a tensor, a table or a number, got string" },
+      { function() F.ctc_loss(lp, tg, { 4, 5 }, { 2, 1 }) end,
+        "ctc_loss: input_lengths[2] = 5 exceeds the 4 steps of log_probs" },
+      { function() F.ctc_loss(lp, i64({ { 1, 2 } }), { 4, 4 }, { 2, 1 }) end,
+        "ctc_loss: targets of shape [1,2] do not match the batch of 2" },
+      { function() F.ctc_loss(lp, tg, { 4, 4 }, { 3, 1 }) end,
+        "ctc_loss: a target length of 3 exceeds the 2 places of targets of shape [2,2]" },
+      { function() F.ctc_loss(lp, i64({ 2, 3, 2 }), { 4, 4 }, { 2, 2 }) end,
+        "ctc_loss: the target lengths sum to 4 but the concatenated targets hold 3" },
+      { function() nn.CTCLoss({ reduction = "batchmean" }) end,
+        "CTCLoss: reduction must be 'mean', 'sum' or 'none', got batchmean" },
     }
     for i, c in ipairs(cases) do assert.has_error(c[1], c[2], "case " .. i) end
   end)

@@ -625,6 +625,7 @@ require("tide.nn.loss")(nn)
 require("tide.nn.utils")(nn)
 require("tide.nn.rnn_utils")(nn)
 require("tide.nn.embedding_bag")(nn)
+require("tide.nn.ctc")(nn)
 require("tide.nn.container")(nn)
 
 REG["tide.nn"] = nn
