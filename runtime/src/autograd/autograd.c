@@ -8,6 +8,7 @@
 #include "grad.h"
 #include "../graph/graph.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -403,7 +404,8 @@ tide_tensor * g_call(tide_grad_ctx * c, int32_t op, int32_t n, tide_tensor * a, 
 
 tide_tensor * g_num(tide_grad_ctx * c, double v) {
     NEED(c);
-    return g_keep(c, tide_tensor_scalar(v, v == (double)(int64_t)v ? TIDE_DTYPE_I64 : TIDE_DTYPE_F64));
+    bool integral = fabs(v) < 9.2e18 && v == (double)(int64_t)v;   /* the cast is defined only in range (not inf, NaN) */
+    return g_keep(c, tide_tensor_scalar(v, integral ? TIDE_DTYPE_I64 : TIDE_DTYPE_F64));
 }
 
 /* Zeros of meta m in *out (+1). */

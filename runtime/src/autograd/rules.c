@@ -291,8 +291,13 @@ GRAD(std, SAVE_IN0 | SAVE_OUT0) {
     SET(0, B(mul, g, B(mul, centred(c), NUM(1.0 / dof))));
     return TIDE_OK;
 }
+/* g exp(x - y); where every term is -inf (y = -inf) each gets 0, not exp(-inf + inf) = NaN,
+ * so log-space recursions (CTC, HMMs) keep unreachable states out of the gradient */
 GRAD(logsumexp, SAVE_IN0 | SAVE_OUT0) {
-    SET(0, B(mul, g_unreduce(c, GY(0), IN0, P), U(exp, B(sub, IN(0), g_unreduce(c, OUT(0), IN0, P)))));
+    if (!NEEDS(0)) return TIDE_OK;
+    tide_tensor * y = g_unreduce(c, OUT(0), IN0, P);
+    y = W(B(eq, y, NUM(-INFINITY)), NUM(0), y);
+    g_set(c, 0, B(mul, g_unreduce(c, GY(0), IN0, P), U(exp, B(sub, IN(0), y))));
     return TIDE_OK;
 }
 GRAD(cumsum, 0) {   /* the reversed cumulative sum */
