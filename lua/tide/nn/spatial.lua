@@ -364,6 +364,16 @@ return function(nn)
       fail(string.format("%s: input %s with weight %s gives an output of %s", name, xs, ws,
         x1 and tostring(ow) or string.format("%dx%d", oh, ow)))
     end
+    -- The gradient of conv2d's input is this op: conv2d_backward_input (its own kernels,
+    -- cuDNN's on CUDA, and differentiable) skips the zeros the composition below inserts,
+    -- s^2 times less work at stride s. Its result must be a size conv2d maps back to x's,
+    -- which output_padding below the stride keeps.
+    if oph < sh and opw < sw then
+      local y = require("tide.nn_ops").conv2d_backward_input(x4, weight, { x4:size(1), cout_g * groups, oh, ow },
+        { stride = { sh, sw }, padding = { ph, pw }, dilation = { dh, dw }, groups = groups })
+      if bias ~= nil then y = y + bias:reshape(1, cout_g * groups, 1, 1) end
+      return y
+    end
     -- the padding around the zero-dilated input: conv2d pads what it can, F.pad the rest (or crops)
     local qh, qw = dh * (kh - 1) - ph, dw * (kw - 1) - pw
     local ch, cw = math.max(qh, 0), math.max(qw, 0)
