@@ -722,10 +722,11 @@ local avg_cases = {
   { "ceil_mode, padding, not counted", { 1, 1, 6, 5 }, 3, { stride = 2, padding = 1, ceil_mode = true, count_include_pad = false } },
   { "divisor_override", { 1, 2, 5, 5 }, { 2, 3 }, { stride = 1, padding = { 1, 1 }, divisor_override = 5 } },
   { "negative divisor_override", { 1, 1, 4, 4 }, 2, { divisor_override = -3 } },
-  -- 2x2 windows 2 apart inside the input take a vector loop per row: odd sizes
+  -- 2x2 windows 2 apart inside the input take a vector loop per row, forward and backward: odd sizes
   -- leave a row and a column out, a vertical stride of 3 skips rows
   { "2x2 over odd sizes", { 2, 2, 7, 9 }, 2, {} },
   { "2x2, vertical stride 3", { 1, 2, 8, 6 }, 2, { stride = { 3, 2 } } },
+  { "2x2, vertical stride 1: rows overlap, the backward adds twice", { 1, 2, 6, 6 }, 2, { stride = { 1, 2 } } },
   { "2x2 stride 2, padding counted", { 1, 1, 6, 6 }, 2, { stride = 2, padding = 1 } },
 }
 

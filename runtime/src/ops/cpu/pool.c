@@ -284,6 +284,24 @@ MAX_ROW2X2(double, int64_t, INT64_C(0x7fffffffffffffff), INT64_C(0x7ff0000000000
 AVG_ROW2X2(float)
 AVG_ROW2X2(double)
 
+/* avg_row2x2's backward: each output's gradient over its divisor added to its four
+ * taps, in the general loop's order (so bit for bit the same), as a vector loop. */
+#define AVG_ROW2X2_BWD(T)                                                                               \
+    static TIDE_SIMD_CLONES void avg_row2x2_bwd_##T(T * restrict r0, T * restrict r1, int64_t x0,       \
+                                                    int64_t ow, const T * restrict g,                   \
+                                                    const T * restrict div) {                           \
+        for (int64_t ox = 0; ox < ow; ox++) {                                                           \
+            const int64_t c0 = x0 + 2 * ox;                                                             \
+            const T       v  = g[ox] / div[ox];                                                         \
+            r0[c0] += v;                                                                                \
+            r0[c0 + 1] += v;                                                                            \
+            r1[c0] += v;                                                                                \
+            r1[c0 + 1] += v;                                                                            \
+        }                                                                                               \
+    }
+AVG_ROW2X2_BWD(float)
+AVG_ROW2X2_BWD(double)
+
 #define POOL_KERNELS(T)                                                                                  \
     static void max_fwd_##T(void * ctx, int64_t begin, int64_t end) {                                   \
         const pjob * j = ctx;                                                                           \
@@ -431,6 +449,12 @@ AVG_ROW2X2(double)
             const T * gp = (const T *)j->x + n * xs0 + ch * xs1;                                        \
             T * gx = (T *)j->y + q * plane;                                                             \
             memset(gx, 0, (size_t)plane * sizeof(T));                                                   \
+            if (j->full2x2 && xs3 == 1) {   /* the CNN case, as avg_fwd's */                            \
+                for (int64_t oy = 0; oy < oh_; oy++)                                                    \
+                    avg_row2x2_bwd_##T(gx + ylo[oy] * w_, gx + (ylo[oy] + 1) * w_, xlo[0], ow_,         \
+                                       gp + oy * xs2, div + oy * ow_);                                  \
+                continue;                                                                               \
+            }                                                                                           \
             for (int64_t oy = 0; oy < oh_; oy++) {                                                      \
                 const int64_t y0 = ylo[oy], ny = ycnt[oy];                                              \
                 for (int64_t ox = 0; ox < ow_; ox++) {                                                  \
