@@ -60,6 +60,26 @@ describe("jit fusion on a CUDA device", function()
     end
   end)
 
+  on_gpu("runs the gamma family in fused chains, with eager's results bit for bit", function()
+    -- both sides of zero, the poles, the root of digamma, half-integers, large and special values
+    local vals = { 0, -0.0, -1, -2, 1, 2, 0.5, -0.5, -2.5, 1e-30, 1e10, math.huge, -math.huge, 0 / 0,
+                   0.974421430, -16.33333 }
+    for i = 1, 64 do vals[#vals + 1] = (i - 32) * 0.379 end
+    local function fn(x)   -- a scale of its own each, or CSE would share one mul
+      return (x * 1.5):lgamma(), (x * 1.25):digamma(), (x * 0.75):polygamma(1), (x * 0.5):polygamma(4),
+        (x * 2):polygamma(66)
+    end
+    for _, dtype in ipairs { "float32", "float64", "float16", "bfloat16" } do
+      local x = tide.tensor(vals, "float64"):to(dtype):to(DEV)
+      local f = tide.jit.compile(fn, { warmup = 0 })
+      for r = 1, 3 do
+        local got, want = { f(x) }, { fn(x) }
+        for k = 1, #want do C.same(want[k]:cpu(), got[k], ("%s result %d, run %d"):format(dtype, k, r), 0) end
+      end
+      assert.are.same({ "mul lgamma", "mul digamma", "mul polygamma", "mul polygamma", "mul polygamma" }, fused(f))
+    end
+  end)
+
   on_gpu("walks inputs of any broadcast and layout over a 3-d result: columns, rows, one element, permuted views",
     function()
     local function fn(x, col, row, one, p)

@@ -14,14 +14,24 @@ describe("CUDA kernels against the CPU's", function()
     local ops = { "neg", "abs", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid",
                   "relu", "gelu", "silu", "floor", "ceil", "round", "sign", "reciprocal", "trunc", "tan", "asin",
                   "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "erf", "erfc", "erfinv", "log2",
-                  "log10", "exp2" }
+                  "log10", "exp2", "lgamma", "digamma" }
     for _, dt in ipairs { "float32", "float64", "float16", "bfloat16" } do
       for lname, x in pairs(layouts(dt)) do
         for _, op in ipairs(ops) do
           both(function(t) return t[op](t) end, ("%s of %s %s"):format(op, lname, dt), x)
         end
+        for _, n in ipairs { 0, 1, 2, 5, 70 } do
+          both(function(t) return t:polygamma(n) end, ("polygamma %d of %s %s"):format(n, lname, dt), x)
+        end
       end
     end
+    -- the poles, the infinities, and both sides of zero
+    local special = tide.tensor({ 0, -0.0, -1, -2, 1, 2, 0.5, -0.5, 1e-300, 1e300, math.huge, -math.huge, 0 / 0 },
+      "float64")
+    for _, n in ipairs { 0, 1, 2, 3 } do
+      both(function(t) return t:polygamma(n) end, "polygamma " .. n .. " at the poles", special)
+    end
+    both(function(t) return t:lgamma() end, "lgamma at the poles", special)
   end)
 
   on_gpu("sort, topk, the scans and searchsorted along each dim, in every layout and dtype", function()

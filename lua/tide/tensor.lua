@@ -181,7 +181,7 @@ for _, name in ipairs { "neg", "abs", "exp", "log", "log1p", "expm1", "sqrt", "r
                         "tanh", "sigmoid", "relu", "silu", "floor", "ceil", "round", "sign",
                         "reciprocal", "logical_not", "trunc", "tan", "asin", "acos", "atan",
                         "sinh", "cosh", "asinh", "acosh", "atanh", "erf", "erfc", "erfinv",
-                        "log2", "log10", "exp2" } do
+                        "log2", "log10", "exp2", "lgamma", "digamma" } do
   local f, f_ = unary_fn(name, op_ids[name])
   functions[name], methods[name], methods[name .. "_"] = f, f, f_
 end
@@ -326,6 +326,29 @@ do -- gelu(x, approximate): approximate = "tanh" for the tanh form
   functions.gelu = function(a, approximate) return gelu(a, approximate, nil) end
   methods.gelu = functions.gelu
   methods.gelu_ = function(a, approximate) return gelu(a, approximate, a) end
+end
+
+do -- polygamma(n, x): digamma's n-th derivative, PyTorch's argument order
+  local op = op_ids.polygamma
+  local function polygamma(n, a, out)
+    if type(n) ~= "number" or n ~= floor(n) or n < 0 or n >= 2^53 then
+      fail("polygamma: n must be a non-negative integer, got " .. tostring(n))
+    end
+    if not is_tensor(a) then a = operand(a, "polygamma", 2) end
+    local p = new_params()
+    p.ints[0], p.n_ints = n, 1
+    ins[0] = a
+    return run(op, 1, p, out)
+  end
+  --- polygamma(n, x): the n-th derivative of digamma (n = 0: digamma itself).
+  -- @param n a non-negative integer
+  -- @param x a tensor
+  -- @return a new tensor
+  -- @usage local trigamma = tide.polygamma(1, x)
+  functions.polygamma = function(n, a) return polygamma(n, a, nil) end
+  --- x:polygamma(n), x:polygamma_(n): the same, as a method (in place).
+  methods.polygamma = function(a, n) return polygamma(n, a, nil) end
+  methods.polygamma_ = function(a, n) return polygamma(n, a, a) end
 end
 
 do -- clamp(x, min, max): either bound may be nil

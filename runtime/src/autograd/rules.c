@@ -94,6 +94,14 @@ GRAD(erfinv, SAVE_OUT0) {   /* sqrt(pi)/2 exp(y^2) */
 GRAD(log2, SAVE_IN0) { SET(0, B(div, GY(0), B(mul, IN(0), NUM(0.69314718055994530942)))); return TIDE_OK; }
 GRAD(log10, SAVE_IN0) { SET(0, B(div, GY(0), B(mul, IN(0), NUM(2.30258509299404568402)))); return TIDE_OK; }
 GRAD(exp2, SAVE_OUT0) { SET(0, B(mul, GY(0), B(mul, OUT(0), NUM(0.69314718055994530942)))); return TIDE_OK; }
+/* the gamma family: lgamma' = digamma = polygamma(0), polygamma(n)' = polygamma(n + 1) */
+static tide_tensor * polygamma_in0(tide_grad_ctx * c, int64_t n) {
+    tide_op_params p = g_params(1, &n, 0, 0);
+    return g_call(c, TIDE_OP_polygamma, 1, IN(0), NULL, NULL, &p);
+}
+GRAD(lgamma, SAVE_IN0) { SET(0, B(mul, GY(0), U(digamma, IN(0)))); return TIDE_OK; }
+GRAD(digamma, SAVE_IN0) { SET(0, B(mul, GY(0), polygamma_in0(c, 1))); return TIDE_OK; }
+GRAD(polygamma, SAVE_IN0) { SET(0, B(mul, GY(0), polygamma_in0(c, c->node->p.ints[0] + 1))); return TIDE_OK; }
 GRAD(copy, 0) { SET(0, GY(0)); return TIDE_OK; }
 GRAD(clamp, SAVE_IN0) {   /* passes where min <= x <= max */
     const tide_op_params * p = &c->node->p;

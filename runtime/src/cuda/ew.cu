@@ -119,6 +119,7 @@ enum : int32_t {
     EXP, LOG, LOG1P, EXPM1, SQRT, RSQRT, SIN, COS, TANH, SIGMOID, SILU, GELU,   /* Transcend */
     GELU_TANH, RECIPROCAL, TAN, ASIN, ACOS, ATAN, SINH, COSH, ASINH, ACOSH, ATANH,
     ERF, ERFC, ERFINV, LOG2, LOG10, EXP2,
+    LGAMMA, DIGAMMA, POLYGAMMA,                                                 /* Special */
     ADD, SUB, MUL, DIV, MAXIMUM, MINIMUM,                                       /* Arith */
     POW, FMOD, REMAINDER, ATAN2, GELU_GRAD, GELU_TANH_GRAD,                     /* Heavy */
     EQ, NE, LT, LE, GT, GE,                                                     /* Cmp */
@@ -193,6 +194,20 @@ struct Transcend {
         case LOG10:     return f_log10(a);
         case EXP2:      return f_exp2(a);
         default:        return f_reciprocal(a);
+        }
+    }
+};
+
+/* The gamma family (float32 and float64, computed in double), kept apart from
+ * Transcend so that its registers and local array do not slow the others. */
+struct Special {
+    int32_t   op;
+    long long n;   /* polygamma's order */
+    template <typename T> __device__ T operator()(T a) const {
+        switch (op) {   /* ewmath.cuh */
+        case LGAMMA:  return f_lgamma(a);
+        case DIGAMMA: return f_digamma(a);
+        default:      return f_polygamma(a, n);
         }
     }
 };
@@ -502,6 +517,12 @@ template <int32_t OP> int k_unary(const tide_devcall * c) {
 template <int32_t OP> int k_transcend(const tide_devcall * c) {
     const tide_devtensor * in[] = {&c->in[0]};
     return ew<A_FLOAT>(c, Transcend{OP}, in);
+}
+
+/* polygamma's n is ints[0], checked non-negative by its shape rule */
+template <int32_t OP> int k_special(const tide_devcall * c) {
+    const tide_devtensor * in[] = {&c->in[0]};
+    return ew<A_FLOAT>(c, Special{OP, OP == POLYGAMMA ? (long long)c->p.ints[0] : 0}, in);
 }
 
 int k_gelu(const tide_devcall * c) {
@@ -976,6 +997,9 @@ const kernel_entry ew_kernels[] = {
     {"log2", k_transcend<LOG2>},
     {"log10", k_transcend<LOG10>},
     {"exp2", k_transcend<EXP2>},
+    {"lgamma", k_special<LGAMMA>},
+    {"digamma", k_special<DIGAMMA>},
+    {"polygamma", k_special<POLYGAMMA>},
     {"logical_not", k_logical_not},
     {"copy", k_copy},
     {"clamp", k_clamp},

@@ -139,6 +139,205 @@ __device__ inline double gelu_grad(double x, bool approx) {
     return 0.5 * erfc(-x * 0.70710678118654752440) + x * 0.39894228040143267794 * exp(-0.5 * x * x);
 }
 
+/* -- the gamma family ------------------------------------------------------------------------- */
+
+/* lgamma, digamma and polygamma as ops/cpu/special.c computes them, in double for both
+ * dtypes: the same algorithms, constants and order of operations (see there for why each
+ * step is as it is), so that only the math library's lgamma, log, pow, tan and expm1 part
+ * the devices. */
+__device__ inline double sf_nan() { return __longlong_as_double(0x7ff8000000000000ULL); }
+
+/* digamma(x) for finite x > 0 */
+__device__ inline double digamma_pos(double x) {
+    if (x >= 10.0) {
+        double z = 1.0 / (x * x), p = 1.0 / 12;
+        p = p * z + -691.0 / 32760;
+        p = p * z + 1.0 / 132;
+        p = p * z + -1.0 / 240;
+        p = p * z + 1.0 / 252;
+        p = p * z + -1.0 / 120;
+        p = p * z + 1.0 / 12;
+        return log(x) - 0.5 / x - z * p;
+    }
+    double s = 0.0;
+    if (x < 1.0) {
+        s = -1.0 / x;
+        x += 1.0;
+    }
+    while (x > 2.0) {
+        x -= 1.0;
+        s += 1.0 / x;
+    }
+    double u = x - 1.5, p = 0.00011881232908510335;
+    p = p * u + -0.0001782188548855923;
+    p = p * u + 9.653646261410062e-05;
+    p = p * u + -0.00014480643368061614;
+    p = p * u + 0.00032395945401345196;
+    p = p * u + -0.00048595039220036254;
+    p = p * u + 0.0006909255761282986;
+    p = p * u + -0.0010364584817312839;
+    p = p * u + 0.0015633696313653504;
+    p = p * u + -0.0023454947397380833;
+    p = p * u + 0.003518106563802472;
+    p = p * u + -0.005279937255532708;
+    p = p * u + 0.007927021796868154;
+    p = p * u + -0.011908220105959716;
+    p = p * u + 0.017907248317313294;
+    p = p * u + -0.026975796659787055;
+    p = p * u + 0.040760833940846085;
+    p = p * u + -0.06192213327548831;
+    p = p * u + 0.09498872445289039;
+    p = p * u + -0.14840492305388092;
+    p = p * u + 0.24054248424078697;
+    p = p * u + -0.4236274212814606;
+    p = p * u + 0.9510558760318328;
+    return ((x - 0x1.762d86356be3fp+0) - 0x1.b86a722197829p-54) * p + s;
+}
+
+/* (2j)! / B_2j, j = m + 1 */
+__device__ inline double zeta_em(int m) {
+    switch (m) {
+    case 0:  return 12.0;
+    case 1:  return -720.0;
+    case 2:  return 30240.0;
+    case 3:  return -1209600.0;
+    case 4:  return 47900160.0;
+    case 5:  return -1307674368000.0 / 691;
+    case 6:  return 74724249600.0;
+    case 7:  return -10670622842880000.0 / 3617;
+    case 8:  return 5109094217170944000.0 / 43867;
+    case 9:  return -802857662698291200000.0 / 174611;
+    case 10: return 14101100039391805440000.0 / 77683;
+    default: return -1693824136731743669452800000.0 / 236364091;
+    }
+}
+
+/* s + c, compensated (Neumaier) */
+__device__ inline void sf_add(double & s, double & c, double v) {
+    double t = s + v;
+    c += fabs(s) >= fabs(v) ? (s - t) + v : (v - t) + s;
+    s = t;
+}
+
+/* zeta(s, q) 2^(e s), e = ilogb(q), for an integer s >= 2 and finite q > 0 */
+__device__ inline double zeta_scaled(double s, double q, int & e) {
+    e = ilogb(q);
+    double p0 = pow(ldexp(q, -e), -s);
+    if (q > 1e8) return p0 * (q / (s - 1.0) + 0.5 + s / (12.0 * q));
+    double sum = p0, comp = 0.0, a = q, lo = 0.0, b = p0;
+    for (int i = 1; i < 10 || a <= 9.0; i++) {
+        double k = (double)i;
+        a = q + k;
+        double bk = a - q;
+        lo = (q - (a - bk)) + (k - bk);
+        b = pow(ldexp(a, -e), -s) * (1.0 - s * lo / a);
+        sf_add(sum, comp, b);
+        if (b <= 0x1p-53 * sum) return sum + comp;
+    }
+    sf_add(sum, comp, (b * a + b * lo) / (s - 1.0));
+    sf_add(sum, comp, -0.5 * b);
+    double f = 1.0, j = 0.0;
+    for (int m = 0; m < 12; m++) {
+        f *= s + j;
+        b /= a;
+        double t = f * b / zeta_em(m);
+        sf_add(sum, comp, t);
+        if (fabs(t) <= 0x1p-53 * sum) break;
+        j += 1.0;
+        f *= s + j;
+        b /= a;
+        j += 1.0;
+    }
+    return sum + comp;
+}
+
+__device__ inline double zeta_plain(double s, double q) {
+    int    e;
+    double z = zeta_scaled(s, q, e);
+    return ldexp(z, (int)fmin(fmax(-e * s, -4000.0), 4000.0));
+}
+
+/* n! as a fraction in [1/2, 1) times 2^e */
+__device__ inline double factorial_frexp(long long n, int & e) {
+    if (n <= 170) {
+        double f = 1.0;
+        for (long long k = 2; k <= n; k++) f *= (double)k;
+        return frexp(f, &e);
+    }
+    double l2 = lgamma((double)n + 1.0) / 0.69314718055994530942, ip = floor(l2);
+    double m = frexp(exp2(l2 - ip), &e);
+    e += (int)fmin(ip, 1e6);
+    return m;
+}
+
+/* psi^(n)(x) for finite x > 0, n >= 1 */
+__device__ inline double polygamma_pos(long long n, double x) {
+    int    ez, ef, em;
+    double s = (double)n + 1.0;
+    double m = frexp(zeta_scaled(s, x, ez), &em);
+    double f = factorial_frexp(n, ef);
+    double ex = (double)ef + em - (double)ez * s;
+    ex = ex < -4000.0 ? -4000.0 : ex > 4000.0 ? 4000.0 : ex;
+    double r = ldexp(f * m, (int)ex);
+    return n & 1 ? r : -r;
+}
+
+/* cot(pi r), |r| <= 1/2 */
+__device__ inline double cot_pi(double r) {
+    const double pi = 3.14159265358979323846;
+    double a = fabs(r);
+    if (a <= 0.25) return 1.0 / tan(pi * r);
+    double c = tan(pi * (0.5 - a));
+    return r < 0 ? -c : c;
+}
+
+/* psi^(n)(x) for x < 0 not an integer. The derivatives of cot live in a local array of 64
+ * (local memory on the device, touched only for even n near half-integers). */
+__device__ inline double polygamma_neg(long long n, double x) {
+    const double pi = 3.14159265358979323846;
+    double r = x - round(x), a = fabs(r), s = (double)n + 1.0;
+    if (n == 0) {
+        double y = 1.0 - x, bv = y - 1.0, lo = (1.0 - (y - bv)) + (-x - bv);
+        double t = 1.0 / y, d1 = t * (1.0 + t * (0.5 + t / 6.0));
+        return (digamma_pos(y) + d1 * lo) - pi * cot_pi(r);
+    }
+    double f = 1.0;
+    for (long long k = 2; k <= n && f < INFINITY; k++) f *= (double)k;
+    if (n & 1 || pow(a / (1.0 - a), s) < 0.5) {
+        double b = pow(a, -s), z1 = zeta_plain(s, 1.0 + r), z2 = zeta_plain(s, 1.0 - r);
+        double zx = zeta_plain(s, 1.0 - x);
+        if (n & 1) return f * (b + z1 + z2 - zx);
+        return -f * ((r < 0 ? -b : b) + z1 - z2 + zx);
+    }
+    if (n > 63) {
+        if (a == 0.5) return polygamma_pos(n, 1.0 - x);
+        double pair = -pow(a, -s) * expm1(s * log1p((2.0 * a - 1.0) / (1.0 - a)));
+        return r < 0 ? f * pair : -f * pair;
+    }
+    double d[64], c = cot_pi(r);
+    d[0] = c;
+    d[1] = -(1.0 + c * c);
+    for (int m = 1; m < n; m++) {
+        double acc = 0.0, binom = 1.0;
+        for (int k = 0; k <= m; k++) {
+            acc += binom * d[k] * d[m - k];
+            binom = binom * (double)(m - k) / (double)(k + 1);
+        }
+        d[m + 1] = -acc;
+    }
+    return polygamma_pos(n, 1.0 - x) - pow(pi, s) * d[n];
+}
+
+/* psi^(n)(x), n >= 0, with PyTorch's values at the poles (special.c's sf_polygamma) */
+__device__ inline double polygamma_of(long long n, double x) {
+    if (x != x) return x;
+    if (x == INFINITY) return n == 0 ? x : n & 1 ? 0.0 : -0.0;
+    if (n == 0 && x == 0.0) return copysign((double)INFINITY, -x);
+    if (x > 0.0) return n == 0 ? digamma_pos(x) : polygamma_pos(n, x);
+    if (x == floor(x)) return n == 0 || x == -INFINITY ? sf_nan() : n & 1 ? INFINITY : -INFINITY;
+    return polygamma_neg(n, x);
+}
+
 /* -- float16 and bfloat16 storage ------------------------------------------------------------- */
 
 /* Their bits from a float and back, rounding to nearest even as libtide's
@@ -209,6 +408,9 @@ template <typename T> __device__ inline T f_erfinv(T a) { return m_erfinv(a); }
 template <typename T> __device__ inline T f_log2(T a) { return m_log2(a); }
 template <typename T> __device__ inline T f_log10(T a) { return m_log10(a); }
 template <typename T> __device__ inline T f_exp2(T a) { return m_exp2(a); }
+template <typename T> __device__ inline T f_lgamma(T a) { return (T)lgamma((double)a); }
+template <typename T> __device__ inline T f_digamma(T a) { return (T)polygamma_of(0, (double)a); }
+template <typename T> __device__ inline T f_polygamma(T a, long long n) { return (T)polygamma_of(n, (double)a); }
 template <typename T> __device__ inline T f_add(T a, T b) { return a + b; }
 template <typename T> __device__ inline T f_sub(T a, T b) { return a - b; }
 template <typename T> __device__ inline T f_mul(T a, T b) { return a * b; }

@@ -36,7 +36,7 @@ typedef struct {
 
 /* How a step's op is written: f_<op>(inputs...), with the op's params after its
  * inputs where it takes them. */
-enum { FORM_CALL, FORM_GELU, FORM_CLAMP, FORM_MASKED_FILL, FORM_COPY };
+enum { FORM_CALL, FORM_GELU, FORM_CLAMP, FORM_MASKED_FILL, FORM_COPY, FORM_POLYGAMMA };
 
 static int form_of(int32_t op) {
     switch (op) {
@@ -47,7 +47,9 @@ static int form_of(int32_t op) {
     case TIDE_OP_add: case TIDE_OP_sub: case TIDE_OP_mul: case TIDE_OP_div: case TIDE_OP_maximum:
     case TIDE_OP_minimum: case TIDE_OP_pow: case TIDE_OP_fmod: case TIDE_OP_remainder: case TIDE_OP_atan2:
     case TIDE_OP_where: case TIDE_OP_add_scaled: case TIDE_OP_lerp: case TIDE_OP_addcmul: case TIDE_OP_addcdiv:
+    case TIDE_OP_lgamma: case TIDE_OP_digamma:
         return FORM_CALL;
+    case TIDE_OP_polygamma: return FORM_POLYGAMMA;
     case TIDE_OP_gelu: case TIDE_OP_gelu_backward: return FORM_GELU;
     case TIDE_OP_clamp: return FORM_CLAMP;
     case TIDE_OP_masked_fill: return FORM_MASKED_FILL;
@@ -185,6 +187,11 @@ int tide_fuse_cuda_source(const tide_fused * f, const int32_t * ext_dtype, uint3
             put(&o, ", ");
             put_src(&o, st, 0);
             put(&o, ")");
+            break;
+        case FORM_POLYGAMMA:   /* f_polygamma(x, n) */
+            put(&o, "f_polygamma(");
+            put_src(&o, st, 0);
+            put(&o, ", %lldLL)", (long long)p->ints[0]);
             break;
         case FORM_COPY: put_src(&o, st, 0); break;
         default:

@@ -1,0 +1,265 @@
+-- special_spec: the gamma family (lgamma, digamma, polygamma) against float64
+-- values from identities and series written here: factorials, Gauss's digamma
+-- theorem at rationals, zeta values, the recurrence and reflection formulas,
+-- asymptotic series for large x; PyTorch's values at the poles; float32 as
+-- the float64 result rounded once; layouts, in-place forms and errors.
+local tide = require "tide"
+local H = require "spec.helpers"
+
+local inf, nan = math.huge, 0 / 0
+local PI, LN2, LN3, SQRT3 = math.pi, math.log(2), math.log(3), math.sqrt(3)
+local EULER = 0.57721566490153286061
+local ZETA3 = 1.20205690315959428540     -- Apery's constant
+local CATALAN = 0.91596559417721901505
+local ULP = 2 ^ -52
+
+-- A reference that sums terms: { the sum, the sum of their magnitudes }, which
+-- bounds the reference's own rounding where the terms cancel.
+local function sum(...)
+  local s, m = 0, 0
+  for _, t in ipairs { ... } do s, m = s + t, m + math.abs(t) end
+  return { s, m }
+end
+
+-- Asserts that op(xs) in float64 is within `ulps` of each expected value (2^-52
+-- of |e|, or of the magnitude of e's terms where sum() made it) and that inf,
+-- -inf, 0 and NaN are matched exactly.
+local function within(got, xs, want, ulps, what)
+  local g = got:double():totable()
+  for i, e in ipairs(want) do
+    local a, mag = g[i], nil
+    if type(e) == "table" then e, mag = e[1], e[2] end
+    mag = math.max(math.abs(e), mag or 0)
+    local ok
+    if e ~= e then ok = a ~= a
+    elseif e == inf or e == -inf or e == 0 then ok = a == e
+    else ok = math.abs(a - e) <= ulps * ULP * mag end
+    if not ok then
+      error(("%s at x = %.17g: got %.17g, expected %.17g (%.1f ulp)"):format(what, xs[i], a, e,
+        math.abs(a - e) / (ULP * mag)), 2)
+    end
+  end
+end
+
+local function check(xs, want, f, ulps, what)
+  within(f(tide.tensor(xs, "float64")), xs, want, ulps, what)
+end
+
+local function fact(n)
+  local f = 1
+  for k = 2, n do f = f * k end
+  return f
+end
+
+-- zeta(s) for s >= 4: the sum to 1000 from the small end, and the tail's integral from 1000.5
+local function zeta(s)
+  local sum = (1000.5) ^ (1 - s) / (s - 1)
+  for k = 1000, 1, -1 do sum = sum + k ^ -s end
+  return sum
+end
+
+describe("lgamma", function()
+  it("is log((n-1)!) at the integers and log(sqrt(pi) (1/2)(3/2)...(n-1/2)) at the half-integers", function()
+    local xs, want = {}, {}
+    for n = 1, 25 do xs[#xs + 1], want[#want + 1] = n, math.log(fact(n - 1)) end
+    local p = 1
+    for n = 0, 15 do
+      if n > 0 then p = p * (n - 0.5) end
+      xs[#xs + 1], want[#want + 1] = n + 0.5, 0.5 * math.log(PI) + math.log(p)
+      -- Gamma(1/2 - n) = (-1)^n sqrt(pi) / ((1/2)(3/2)...(n-1/2)); the two logs cancel near
+      -- lgamma's negative zeros (-2.5 is one of its smaller values), and so does CUDA's reflection
+      if n > 0 then xs[#xs + 1], want[#want + 1] = 0.5 - n, sum(0.5 * math.log(PI), -math.log(p)) end
+    end
+    check(xs, want, tide.lgamma, 6, "lgamma")
+  end)
+
+  it("follows Stirling's series for large x and -log x near 0", function()
+    local xs, want = { 1e3, 12345.5, 1e6, 1e15, 1e300 }, {}
+    for i, x in ipairs(xs) do
+      want[i] = (x - 0.5) * math.log(x) - x + 0.5 * math.log(2 * PI) + 1 / (12 * x) - 1 / (360 * x ^ 3)
+    end
+    -- lgamma(x) = -log x - gamma x + O(x^2)
+    for _, x in ipairs { 1e-20, 1e-300, 5e-324 } do xs[#xs + 1], want[#want + 1] = x, -math.log(x) - EULER * x end
+    check(xs, want, tide.lgamma, 4, "lgamma")
+  end)
+
+  it("is +inf at 0, the negative integers and the infinities, 0 at 1 and 2", function()
+    H.equal(tide.tensor({ 0, -0.0, -1, -2, -50, -1e20, inf, -inf, nan, 1, 2 }, "float64"):lgamma(),
+      { inf, inf, inf, inf, inf, inf, inf, inf, nan, 0, 0 })
+  end)
+end)
+
+describe("digamma", function()
+  it("is -gamma + H(n-1) at the integers and Gauss's values at rationals", function()
+    local xs, want, h = {}, {}, 0
+    for n = 1, 30 do
+      xs[#xs + 1], want[#want + 1] = n, sum(-EULER, h)
+      h = h + 1 / n
+    end
+    local odd = 0
+    for n = 0, 20 do   -- digamma(n + 1/2) = -gamma - 2 log 2 + sum_{k<=n} 2 / (2k - 1)
+      if n > 0 then odd = odd + 2 / (2 * n - 1) end
+      xs[#xs + 1], want[#want + 1] = n + 0.5, sum(-EULER, -2 * LN2, odd)
+    end
+    local rational = {
+      [0.25] = sum(-EULER, -PI / 2, -3 * LN2), [0.75] = sum(-EULER, PI / 2, -3 * LN2),
+      [1 / 3] = sum(-EULER, -PI / (2 * SQRT3), -1.5 * LN3), [2 / 3] = sum(-EULER, PI / (2 * SQRT3), -1.5 * LN3),
+      [1 / 6] = sum(-EULER, -PI * SQRT3 / 2, -2 * LN2, -1.5 * LN3),
+      [5 / 6] = sum(-EULER, PI * SQRT3 / 2, -2 * LN2, -1.5 * LN3),
+    }
+    for x, v in pairs(rational) do xs[#xs + 1], want[#want + 1] = x, v end
+    check(xs, want, tide.digamma, 6, "digamma")
+  end)
+
+  it("keeps its relative accuracy at its positive root and at the extremes", function()
+    -- x0 = 1.46163214496836234126...; the double below it is 9.549995429965697e-17
+    -- under x0, where digamma is trigamma(x0) = 0.96767224544762117 times that
+    local below = 1.4616321449683622
+    local xs = { below, 1e6, 1e15, 1e300, 1e-300, 0.001 }
+    local want = { -0.96767224544762117 * 9.549995429965697e-17 }
+    for i = 2, 4 do local x = xs[i]; want[i] = math.log(x) - 0.5 / x - 1 / (12 * x * x) end
+    want[5] = -1e300 - EULER
+    -- digamma(x) = -1/x - gamma + zeta(2) x - zeta(3) x^2 + zeta(4) x^3 - zeta(5) x^4 + ...
+    want[6] = -1000 - EULER + PI ^ 2 / 6 * 0.001 - ZETA3 * 1e-6 + PI ^ 4 / 90 * 1e-9 - 1.0369277551433699 * 1e-12
+    check(xs, want, tide.digamma, 4, "digamma")
+  end)
+
+  it("reflects below zero and has PyTorch's values at the poles", function()
+    -- digamma(1 - x) - digamma(x) = pi cot(pi x): cot is 0 at the half-integers
+    local xs = { -0.5, -1.5, -10.5, -0.25, -0.75 }
+    local odd = 0
+    for k = 1, 11 do odd = odd + 2 / (2 * k - 1) end
+    local want = { sum(2, -EULER, -2 * LN2), sum(2 + 2 / 3, -EULER, -2 * LN2), sum(odd, -EULER, -2 * LN2),
+                   sum(-EULER, -PI / 2, -3 * LN2, 4, PI), sum(-EULER, PI / 2, -3 * LN2, 4 / 3, -PI) }
+    check(xs, want, tide.digamma, 8, "digamma")
+    H.equal(tide.tensor({ 0, -0.0, -1, -7, -1e20, -inf, inf, nan }, "float64"):digamma(),
+      { -inf, inf, nan, nan, nan, nan, inf, nan })
+  end)
+end)
+
+describe("polygamma", function()
+  it("n = 1 (trigamma): zeta values, Catalan's constant, the reflection and the asymptotic series", function()
+    local xs = { 1, 0.5, 2, 3, 0.25, 0.75, -0.5, -1.5 }
+    local want = { PI ^ 2 / 6, PI ^ 2 / 2, sum(PI ^ 2 / 6, -1), sum(PI ^ 2 / 6, -1.25), PI ^ 2 + 8 * CATALAN,
+                   sum(PI ^ 2, -8 * CATALAN), PI ^ 2 / 2 + 4, PI ^ 2 / 2 + 4 + 4 / 9 }
+    for _, x in ipairs { 20, 100, 12345.25, 1e10 } do   -- 1/x + 1/(2x^2) + sum B_2k / x^(2k+1)
+      xs[#xs + 1] = x
+      want[#want + 1] = 1 / x + 1 / (2 * x ^ 2) + 1 / (6 * x ^ 3) - 1 / (30 * x ^ 5) + 1 / (42 * x ^ 7) -
+                        1 / (30 * x ^ 9) + 5 / (66 * x ^ 11)
+    end
+    xs[#xs + 1], want[#want + 1] = 1e-10, 1e20 + PI ^ 2 / 6
+    check(xs, want, function(t) return tide.polygamma(1, t) end, 6, "trigamma")
+  end)
+
+  it("n >= 2: (-1)^(n+1) n! zeta(n+1) at 1, times 2^(n+1) - 1 at 1/2", function()
+    for _, n in ipairs { 2, 3, 4, 5, 8, 13, 20, 40 } do
+      local z = n == 2 and ZETA3 or n == 3 and PI ^ 4 / 90 or zeta(n + 1)
+      local v = (n % 2 == 1 and 1 or -1) * fact(n) * z
+      check({ 1, 0.5 }, { v, v * (2 ^ (n + 1) - 1) }, function(t) return tide.polygamma(n, t) end,
+        n <= 5 and 6 or 3 * n, "polygamma " .. n)
+    end
+    -- even n at a negative half-integer: the cot term vanishes, psi''(-1/2) = psi''(3/2)
+    check({ -0.5, -2.5 }, { sum(16, -14 * ZETA3), sum(16, 16 / 27, 16 / 125, -14 * ZETA3) },
+      function(t) return tide.polygamma(2, t) end, 6, "polygamma 2")
+    -- large n: the first terms of n! sum (x + k)^-(n+1)
+    local x, n = 0.7, 70
+    check({ x }, { -fact(n) * (x ^ -71 + (x + 1) ^ -71) }, function(t) return tide.polygamma(n, t) end, 60,
+      "polygamma 70")
+  end)
+
+  it("n = 0 is digamma, and poles give (-1)^(n+1) inf", function()
+    local x = tide.tensor({ 0.3, 2, -1.7, 1e5 }, "float64")
+    H.equal(tide.polygamma(0, x), x:digamma())
+    H.equal(tide.polygamma(1, tide.tensor({ 0, -0.0, -3, inf, -inf, nan }, "float64")), { inf, inf, inf, 0, nan, nan })
+    H.equal(tide.polygamma(2, tide.tensor({ 0, -3, inf }, "float64")), { -inf, -inf, 0 })
+    H.equal(tide.polygamma(5, tide.tensor({ -1e20 }, "float64")), { inf })
+  end)
+
+  it("satisfies the recurrence psi^(n)(x + 1) = psi^(n)(x) + (-1)^n n! / x^(n+1)", function()
+    local xs = {}
+    for k = 1, 64 * 24, 7 do xs[#xs + 1] = k / 64 end   -- x + 1 exact
+    local x = tide.tensor(xs, "float64")
+    for n = 0, 4 do
+      local a, b = tide.polygamma(n, x):totable(), tide.polygamma(n, x + 1):totable()
+      for i, v in ipairs(xs) do
+        local step = (n % 2 == 0 and 1 or -1) * fact(n) / v ^ (n + 1)
+        local err = math.abs(b[i] - a[i] - step)
+        assert.is_true(err <= 8 * ULP * (math.abs(a[i]) + math.abs(b[i])),
+          ("n = %d, x = %.17g: %.3g"):format(n, v, err))
+      end
+    end
+  end)
+
+  it("satisfies the reflection psi(1 - x) - psi(x) = pi cot(pi x), and its derivative", function()
+    local xs = {}
+    for k = 1, 64 * 6 do if k % 64 ~= 0 then xs[#xs + 1] = -k / 64 end end
+    local x = tide.tensor(xs, "float64")
+    local d0, d0r = x:digamma():totable(), (1 - x):digamma():totable()
+    local d1, d1r = tide.polygamma(1, x):totable(), tide.polygamma(1, 1 - x):totable()
+    for i, v in ipairs(xs) do
+      local r = v - math.floor(v + 0.5)   -- exact: sin(pi r) keeps its relative accuracy
+      local s = math.sin(PI * r)
+      local cot = math.cos(PI * r) / s
+      assert.is_true(math.abs(d0r[i] - d0[i] - PI * cot) <= 8 * ULP * (math.abs(d0[i]) + math.abs(d0r[i]) + 4),
+        "digamma at " .. v)
+      local csc2 = PI * PI / (s * s)
+      assert.is_true(math.abs(d1r[i] + d1[i] - csc2) <= 8 * ULP * csc2, "trigamma at " .. v)
+    end
+  end)
+
+  it("names the op for a bad n", function()
+    local x = tide.ones(2)
+    assert.has_error(function() tide.polygamma(-1, x) end, "polygamma: n must be a non-negative integer, got -1")
+    assert.has_error(function() x:polygamma(1.5) end, "polygamma: n must be a non-negative integer, got 1.5")
+    assert.has_error(function() x:polygamma() end, "polygamma: n must be a non-negative integer, got nil")
+  end)
+end)
+
+describe("the gamma family", function()
+  local VALUES = { 0.1, 0.5, 1, 1.4616321449683622, 2.5, 7, 33.3, 1e5, -0.5, -3.3, -11.75, 0, -2, inf, nan }
+
+  it("gives float32 the float64 result rounded once", function()
+    local x = tide.tensor(VALUES, "float32")
+    local xd = x:double()
+    for _, f in ipairs {
+      function(t) return t:lgamma() end, function(t) return t:digamma() end,
+      function(t) return t:polygamma(1) end, function(t) return t:polygamma(4) end,
+    } do
+      local got = f(x)
+      assert.are.equal("float32", got:dtype())
+      H.equal(got, f(xd):float())
+    end
+    -- integers compute in float32
+    assert.are.equal("float32", tide.tensor({ 1, 2 }, "int64"):digamma():dtype())
+  end)
+
+  it("runs in every layout, 0-d and empty, and in place", function()
+    local x = tide.tensor({ { 0.1, 0.5, 1, 2.5 }, { 7, -0.5, -3.3, 33.3 } }, "float64")
+    for name, t in pairs(H.layouts(x)) do
+      H.equal(t:lgamma(), x:lgamma(), name)
+      H.equal(t:polygamma(3), x:polygamma(3), name)
+    end
+    H.equal(tide.tensor(2.5, "float64"):digamma(), tide.tensor({ 2.5 }, "float64"):digamma()[1])
+    assert.are.same({ 0, 3 }, tide.zeros(0, 3):lgamma():shape())
+    local y = x:clone()
+    assert.are.equal(y, y:digamma_())
+    H.equal(y, x:digamma())
+    y = x:clone()
+    y:lgamma_()
+    H.equal(y, x:lgamma())
+    y = x:clone()
+    y:polygamma_(2)
+    H.equal(y, x:polygamma(2))
+  end)
+
+  it("differentiates twice: lgamma' = digamma, lgamma'' = trigamma, polygamma(n)' = polygamma(n + 1)", function()
+    local x = tide.tensor({ -1.3, -0.4, 0.2, 0.7, 1.6, 9.5 }, "float64"):requires_grad_()
+    local g = tide.autograd.grad(x:lgamma():sum(), x, nil, { create_graph = true })
+    H.equal(g, x:detach():digamma())
+    H.equal(tide.autograd.grad(g:sum(), x), tide.polygamma(1, x:detach()))
+    g = tide.autograd.grad(x:polygamma(3):sum(), x, nil, { create_graph = true })
+    H.equal(g, x:detach():polygamma(4))
+    H.equal(tide.autograd.grad(g:sum(), x), x:detach():polygamma(5))
+    assert.is_true(tide.autograd.gradcheck(function(a) return a:digamma() end, { x }))
+  end)
+end)
