@@ -263,3 +263,143 @@ describe("the gamma family", function()
     assert.is_true(tide.autograd.gradcheck(function(a) return a:digamma() end, { x }))
   end)
 end)
+
+-- -- tide.special ------------------------------------------------------------------------------
+
+-- log erfc(a) for a >= 0 (after transcend_spec's reference): the Taylor series of erf below
+-- 1/2; above, the logarithm of Laplace's continued fraction, which does not underflow (with
+-- 2000 terms it is within 1 ulp of mpmath's from 0.3 on).
+local SQRTPI = math.sqrt(PI)
+local function erf_series(a)
+  local s, term, k = a, a, 0
+  repeat
+    k = k + 1
+    term = -term * a * a / k
+    local add = term / (2 * k + 1)
+    s = s + add
+  until math.abs(add) <= 1e-17 * math.abs(s)
+  return 2 / SQRTPI * s
+end
+local function erfc_cf(a)   -- the continued fraction's denominator
+  local f = a
+  for k = 2000, 1, -1 do f = a + (k / 2) / f end
+  return f
+end
+local function log_erfc(a)
+  if a < 0.5 then return math.log(1 - erf_series(a)) end
+  return -a * a - 0.5 * math.log(PI) - math.log(erfc_cf(a))
+end
+local function log1p(x)   -- Goldberg's
+  local u = 1 + x
+  if u == 1 then return x end
+  return math.log(u) * x / (u - 1)
+end
+-- log Phi(x) and Phi(x)
+local function log_ndtr(x)
+  if x < 0 then return log_erfc(-x * math.sqrt(0.5)) - LN2 end
+  return log1p(-0.5 * math.exp(log_erfc(x * math.sqrt(0.5))))
+end
+
+describe("tide.special", function()
+  local S = tide.special
+
+  it("log_ndtr and ndtr in both tails, in float64 and float32", function()
+    local xs = { -1e150, -1e10, -1e3, -38.5, -30, -20.5, -20, -19.5, -12, -10.5, -10, -9.5, -5, -1.5, -1, -0.5,
+                 0, 0.5, 1, 2.5, 5, 8 }
+    local want = {}
+    -- the argument's rounding in x / sqrt 2 grows by 2 x^2 in erfc, on both sides
+    for i, x in ipairs(xs) do want[i] = log_ndtr(x) end
+    local got = S.log_ndtr(tide.tensor(xs, "float64")):totable()
+    local got32 = S.log_ndtr(tide.tensor(xs, "float32")):totable()
+    local ndtr = S.ndtr(tide.tensor(xs, "float64")):totable()
+    for i, x in ipairs(xs) do
+      local tol = (8 + 2 * math.min(x * x, 100)) * ULP * math.abs(want[i])
+      assert.is_true(math.abs(got[i] - want[i]) <= tol, ("log_ndtr(%g): %.17g, expected %.17g"):format(x, got[i], want[i]))
+      local w32 = log_ndtr(tide.tensor(x, "float32"):item())
+      assert.is_true(got32[i] == w32 or math.abs(got32[i] - w32) <= (8 + 2 * math.min(x * x, 100)) * 2 ^ -23 * math.abs(w32),
+        ("float32 log_ndtr(%g): %.9g, expected %.9g"):format(x, got32[i], w32))
+      local p = math.exp(want[i])
+      if p > 1e-300 then
+        assert.is_true(math.abs(ndtr[i] - p) <= tol + 8 * ULP * p, ("ndtr(%g): %.17g, expected %.17g"):format(x, ndtr[i], p))
+      end
+    end
+    H.equal(S.log_ndtr(tide.tensor({ inf, -inf, nan }, "float64")), { 0, -inf, nan })
+  end)
+
+  it("ndtri inverts ndtr to the far tails", function()
+    local xs = { -37, -30, -20, -10, -5, -2, -1, -0.5, -0.1, 0.1, 0.5, 1, 2, 5, 8 }
+    local ps = {}
+    for i, x in ipairs(xs) do
+      ps[i] = x < 0 and math.exp(log_ndtr(x)) or 1 - math.exp(log_ndtr(-x))
+    end
+    local got = S.ndtri(tide.tensor(ps, "float64")):totable()
+    for i, x in ipairs(xs) do
+      -- p = Phi(x) is rounded to 2^-53 of itself (of 1 above 1/2): x moves by that over the slope
+      local dp = x < 0 and ps[i] or 1
+      local tol = 4 * ULP * math.abs(x) + 2 * ULP * dp * math.exp(0.5 * x * x) * math.sqrt(2 * PI)
+      assert.is_true(math.abs(got[i] - x) <= tol, ("ndtri(%.17g): %.17g, expected %g"):format(ps[i], got[i], x))
+    end
+    H.close(S.ndtri(tide.tensor({ 0.975, 0.5, 0.025 }, "float32")), { 1.959963984540054, 0, -1.959963984540054 },
+      4e-7, 0)
+    H.equal(S.ndtri(tide.tensor({ 0, 1, -0.5, 1.5, nan }, "float64")), { -inf, inf, nan, nan, nan })
+  end)
+
+  it("sinc, entr, logit, xlog1py and expit", function()
+    H.close(S.sinc(tide.tensor({ 0, 0.5, -1.5, 2.25 }, "float64")),
+      { 1, 2 / PI, -2 / (3 * PI), math.sin(2.25 * PI) / (2.25 * PI) }, 1e-15, 1e-16)
+    H.close(S.entr(tide.tensor({ 0, 0.5, 2, -1, nan }, "float64")), { 0, 0.5 * LN2, -2 * LN2, -inf, nan }, 1e-15)
+    H.close(S.logit(tide.tensor({ 0.25, 0.5, 0.9 }, "float64")), { -LN3, 0, math.log(9) }, 1e-15, 1e-16)
+    H.close(S.logit(tide.tensor({ 0, 1 }, "float64"), 0.01), { -math.log(99), math.log(99) }, 1e-14)
+    H.close(S.xlog1py(tide.tensor({ 0, 0, 2, 3 }, "float64"), tide.tensor({ -1, 5, 1, nan }, "float64")),
+      { 0, 0, 2 * LN2, nan }, 1e-15)
+    H.close(S.xlog1py(2, tide.tensor({ 1e-20 }, "float64")), { 2e-20 }, 1e-15)
+    H.equal(S.expit(tide.tensor({ 0 }, "float64")), { 0.5 })
+    H.equal(S.psi(tide.tensor({ 1 }, "float64")), { -EULER })
+    H.equal(S.gammaln(tide.tensor({ 3 }, "float64")), { LN2 })
+    assert.are.equal("float32", S.sinc(tide.tensor({ 1, 2 }, "int64")):dtype())
+  end)
+
+  it("multigammaln: lgamma for p = 1, Legendre's duplication for p = 2, the sum above", function()
+    local a = tide.tensor({ 1.5, 2, 7.25 }, "float64")
+    H.equal(S.multigammaln(a, 1), a:lgamma())
+    -- Gamma(a) Gamma(a - 1/2) = 2^(2 - 2a) sqrt(pi) Gamma(2a - 1)
+    local want = {}
+    for i, v in ipairs { 1.5, 2, 7.25 } do
+      want[i] = math.log(PI) + (2 - 2 * v) * LN2 + tide.tensor(2 * v - 1, "float64"):lgamma():item()
+    end
+    H.close(S.multigammaln(a, 2), want, 1e-14, 1e-15)
+    H.close(S.multigammaln(a, 3), S.multigammaln(a, 2) + (a - 1):lgamma() + math.log(PI), 1e-14)
+  end)
+
+  it("softmax and log_softmax in the dtype asked for", function()
+    local x = tide.tensor({ { 1, 2, 3 }, { 0, 0, 0 } })
+    H.equal(S.softmax(x, 2), x:softmax(2))
+    H.equal(S.log_softmax(x, -1, "float64"), x:double():log_softmax(-1))
+    H.equal(S.logsumexp(x, 2), x:logsumexp(2))
+  end)
+
+  it("gradients through every branch", function()
+    local gradcheck = tide.autograd.gradcheck
+    local x = tide.tensor({ -30, -15, -5, -0.5, 2, 6 }, "float64"):requires_grad_()
+    assert.is_true(gradcheck(S.log_ndtr, { x }))
+    assert.is_true(gradcheck(S.ndtr, { x }))
+    assert.is_true(gradcheck(S.sinc, { tide.tensor({ 0, 0.3, -1.7 }, "float64"):requires_grad_() }))
+    local p = tide.tensor({ 1e-4, 0.001, 0.3, 0.5, 0.9 }, "float64"):requires_grad_()   -- 1e-6 from the ends
+    assert.is_true(gradcheck(S.ndtri, { p }))
+    assert.is_true(gradcheck(function(v) return S.logit(v) + S.entr(v) end, { p }))
+    assert.is_true(gradcheck(S.xlog1py, { p, tide.tensor({ 0.5, 1, 2, 3, 4 }, "float64"):requires_grad_() }))
+    assert.is_true(gradcheck(function(v) return S.multigammaln(v, 3) end,
+      { tide.tensor({ 1.5, 4 }, "float64"):requires_grad_() }))
+  end)
+
+  it("names the function and the argument in its errors", function()
+    assert.has_error(function() S.log_ndtr(1) end, "special.log_ndtr: argument 1 must be a tensor, got number")
+    assert.has_error(function() S.logit(tide.ones(1), 0.7) end,
+      "special.logit: eps must be a number in [0, 0.5], got 0.7")
+    assert.has_error(function() S.multigammaln(tide.ones(1), 0) end,
+      "special.multigammaln: p must be a positive integer, got 0")
+    assert.has_error(function() S.multigammaln(tide.ones(1), 3) end,
+      "special.multigammaln: all elements must be greater than (p-1)/2 = 1")
+    assert.has_error(function() S.xlog1py(1, 2) end, "special.xlog1py: at least one argument must be a tensor")
+  end)
+end)

@@ -517,9 +517,9 @@ require("tide.compose")(tide, methods)  -- functions and methods composed from t
 require("tide.distance")(tide, methods)  -- cdist, pdist
 require("tide.linalg")(tide, methods)  -- tide.linalg: solve, cholesky, eigh, qr, svd, ...
 
--- tide.nn and tide.distributions are loaded on first use (they require tide itself)
+-- tide.nn, tide.distributions and tide.special are loaded on first use (they require tide itself)
 setmetatable(tide, { __index = function(t, k)
-  if k == "nn" or k == "distributions" then
+  if k == "nn" or k == "distributions" or k == "special" then
     t[k] = require("tide." .. k)
     return t[k]
   end
