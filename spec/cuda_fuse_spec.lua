@@ -60,14 +60,15 @@ describe("jit fusion on a CUDA device", function()
     end
   end)
 
-  on_gpu("runs the gamma family in fused chains, with eager's results bit for bit", function()
+  on_gpu("runs the gamma family and the Bessel functions in fused chains, with eager's results bit for bit",
+    function()
     -- both sides of zero, the poles, the root of digamma, half-integers, large and special values
     local vals = { 0, -0.0, -1, -2, 1, 2, 0.5, -0.5, -2.5, 1e-30, 1e10, math.huge, -math.huge, 0 / 0,
                    0.974421430, -16.33333 }
     for i = 1, 64 do vals[#vals + 1] = (i - 32) * 0.379 end
     local function fn(x)   -- a scale of its own each, or CSE would share one mul
       return (x * 1.5):lgamma(), (x * 1.25):digamma(), (x * 0.75):polygamma(1), (x * 0.5):polygamma(4),
-        (x * 2):polygamma(66)
+        (x * 2):polygamma(66), (x * 3):i0(), (x * 3.5):i0e(), (x * 4):i1(), (x * 4.5):i1e()
     end
     for _, dtype in ipairs { "float32", "float64", "float16", "bfloat16" } do
       local x = tide.tensor(vals, "float64"):to(dtype):to(DEV)
@@ -76,7 +77,8 @@ describe("jit fusion on a CUDA device", function()
         local got, want = { f(x) }, { fn(x) }
         for k = 1, #want do C.same(want[k]:cpu(), got[k], ("%s result %d, run %d"):format(dtype, k, r), 0) end
       end
-      assert.are.same({ "mul lgamma", "mul digamma", "mul polygamma", "mul polygamma", "mul polygamma" }, fused(f))
+      assert.are.same({ "mul lgamma", "mul digamma", "mul polygamma", "mul polygamma", "mul polygamma", "mul i0",
+                        "mul i0e", "mul i1", "mul i1e" }, fused(f))
     end
   end)
 

@@ -14,7 +14,7 @@ describe("CUDA kernels against the CPU's", function()
     local ops = { "neg", "abs", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid",
                   "relu", "gelu", "silu", "floor", "ceil", "round", "sign", "reciprocal", "trunc", "tan", "asin",
                   "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "erf", "erfc", "erfinv", "log2",
-                  "log10", "exp2", "lgamma", "digamma" }
+                  "log10", "exp2", "lgamma", "digamma", "i0", "i0e", "i1", "i1e" }
     for _, dt in ipairs { "float32", "float64", "float16", "bfloat16" } do
       for lname, x in pairs(layouts(dt)) do
         for _, op in ipairs(ops) do
@@ -32,6 +32,10 @@ describe("CUDA kernels against the CPU's", function()
       both(function(t) return t:polygamma(n) end, "polygamma " .. n .. " at the poles", special)
     end
     both(function(t) return t:lgamma() end, "lgamma at the poles", special)
+    for _, op in ipairs { "i0", "i0e", "i1", "i1e" } do   -- and the series/Chebyshev seam, the overflow
+      both(function(t) return t[op](t) end, op .. " at special values",
+        tide.tensor({ 0, -0.0, 8, -8, 8.000001, 700, 710, -713, 1e300, math.huge, -math.huge, 0 / 0 }, "float64"))
+    end
   end)
 
   on_gpu("sort, topk, the scans and searchsorted along each dim, in every layout and dtype", function()

@@ -2,7 +2,8 @@
 -- values from identities and series written here: factorials, Gauss's digamma
 -- theorem at rationals, zeta values, the recurrence and reflection formulas,
 -- asymptotic series for large x; PyTorch's values at the poles; float32 as
--- the float64 result rounded once; layouts, in-place forms and errors.
+-- the float64 result rounded once; layouts, in-place forms and errors. The
+-- Bessel functions i0, i0e, i1, i1e against their series, and tide.special.
 local tide = require "tide"
 local H = require "spec.helpers"
 
@@ -264,6 +265,68 @@ describe("the gamma family", function()
   end)
 end)
 
+describe("i0, i0e, i1, i1e", function()
+  -- I0 and I1 by their power series (positive terms) to 25, the asymptotic series of
+  -- exp(-x) sqrt(2 pi x) I(x) above: sum (-1)^k prod_{j<=k} (4 nu^2 - (2j-1)^2) / (k! (8x)^k)
+  local function series(order, a)
+    local q, t, s = a * a / 4, 1, 1
+    for k = 1, 200 do
+      t = t * q / (k * (k + order))
+      s = s + t
+      if t < 1e-18 * s then break end
+    end
+    return order == 1 and a / 2 * s or s
+  end
+  local function scaled_asym(order, a)   -- exp(-a) I(a)
+    local mu, t, s = 4 * order * order, 1, 1
+    for k = 1, 40 do
+      t = -t * (mu - (2 * k - 1) ^ 2) / (k * 8 * a)
+      s = s + t
+      if math.abs(t) < 1e-18 then break end
+    end
+    return s / math.sqrt(2 * PI * a)
+  end
+  local function ref(order, scaled, x)
+    local a = math.abs(x)
+    local r
+    if a <= 25 then r = scaled and series(order, a) * math.exp(-a) or series(order, a)
+    else r = scaled and scaled_asym(order, a) or scaled_asym(order, a) * math.exp(a / 2) * math.exp(a / 2) end
+    if order == 1 and x < 0 then r = -r end
+    return r
+  end
+
+  it("follow their series within 10 ulp, in float64, and float32 as float64 rounded", function()
+    local xs = { 1e-300, 1e-8, 0.001, 0.5, -1, 2.5, -7.9, 8, 8.5, -11, 20, 24.5, 30, -60, 123.25, 600, -705, 712 }
+    for _, op in ipairs { { "i0", 0, false }, { "i0e", 0, true }, { "i1", 1, false }, { "i1e", 1, true } } do
+      local want = {}
+      for i, x in ipairs(xs) do want[i] = ref(op[2], op[3], x) end
+      check(xs, want, function(t) return t[op[1]](t) end, 10, op[1])
+      local x32 = tide.tensor(xs, "float32")
+      H.equal(x32[op[1]](x32), x32:double()[op[1]](x32:double()):float(), op[1])
+    end
+    -- the limits, zero's sign, NaN
+    H.equal(tide.tensor({ 0, -0.0, inf, -inf, nan, 714 }, "float64"):i0(), { 1, 1, inf, inf, nan, inf })
+    H.equal(tide.tensor({ 0, inf, -inf, nan }, "float64"):i0e(), { 1, 0, 0, nan })
+    local z = tide.tensor({ -0.0, inf, -inf, nan, -714 }, "float64")
+    H.equal(z:i1(), { 0, inf, -inf, nan, -inf })
+    assert.are.equal(-inf, 1 / z:i1():totable()[1])
+    H.close(z:i1e(), { 0, 0, 0, nan, -ref(1, true, 714) }, 1e-15, 0)
+  end)
+
+  it("differentiate as I0' = I1 and I1' = I0 - I1 / x (1/2 at 0)", function()
+    local x = tide.tensor({ -9, -0.5, 0, 0.25, 3, 12 }, "float64"):requires_grad_()
+    H.equal(tide.autograd.grad(x:i0():sum(), x), x:detach():i1())
+    local g = tide.autograd.grad(x:i1():sum(), x):totable()
+    local xd = x:detach()
+    local i0v, i1v = xd:i0():totable(), xd:i1():totable()
+    for i, v in ipairs(xd:totable()) do
+      local want = v == 0 and 0.5 or i0v[i] - i1v[i] / v
+      assert.is_true(math.abs(g[i] - want) <= 1e-15 * math.abs(want), "i1' at " .. v)
+    end
+    assert.is_true(tide.autograd.gradcheck(function(a) return a:i0e() + a:i1e() end, { x }))
+  end)
+end)
+
 -- -- tide.special ------------------------------------------------------------------------------
 
 -- log erfc(a) for a >= 0 (after transcend_spec's reference): the Taylor series of erf below
@@ -359,6 +422,7 @@ describe("tide.special", function()
     H.equal(S.expit(tide.tensor({ 0 }, "float64")), { 0.5 })
     H.equal(S.psi(tide.tensor({ 1 }, "float64")), { -EULER })
     H.equal(S.gammaln(tide.tensor({ 3 }, "float64")), { LN2 })
+    H.equal(S.i0(tide.tensor({ 0 }, "float64")), { 1 })
     assert.are.equal("float32", S.sinc(tide.tensor({ 1, 2 }, "int64")):dtype())
   end)
 

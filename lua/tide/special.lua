@@ -1,6 +1,6 @@
 --- tide.special: torch.special's functions under its names. The gamma family
--- (gammaln, digamma/psi, polygamma) and erf, erfc, erfinv are runtime ops; the
--- rest compose ops here, each in a form that stays accurate in the tails and
+-- (gammaln, digamma/psi, polygamma), the Bessel functions i0, i0e, i1, i1e and
+-- erf, erfc, erfinv are runtime ops; the rest compose ops here, each in a form that stays accurate in the tails and
 -- finite in value and gradient where the branch it does not take would not be
 -- (every where() gets inputs its unused side can take). Integer tensors compute
 -- in float32.
@@ -31,6 +31,7 @@ M.gammaln = tide.lgamma
 M.digamma = tide.digamma
 M.psi = tide.digamma
 M.polygamma = tide.polygamma
+M.i0, M.i0e, M.i1, M.i1e = tide.i0, tide.i0e, tide.i1, tide.i1e
 M.erf, M.erfc, M.erfinv = tide.erf, tide.erfc, tide.erfinv
 M.expit = tide.sigmoid
 M.exp2, M.expm1, M.log1p, M.round = tide.exp2, tide.expm1, tide.log1p, tide.round

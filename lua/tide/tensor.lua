@@ -181,7 +181,7 @@ for _, name in ipairs { "neg", "abs", "exp", "log", "log1p", "expm1", "sqrt", "r
                         "tanh", "sigmoid", "relu", "silu", "floor", "ceil", "round", "sign",
                         "reciprocal", "logical_not", "trunc", "tan", "asin", "acos", "atan",
                         "sinh", "cosh", "asinh", "acosh", "atanh", "erf", "erfc", "erfinv",
-                        "log2", "log10", "exp2", "lgamma", "digamma" } do
+                        "log2", "log10", "exp2", "lgamma", "digamma", "i0", "i0e", "i1", "i1e" } do
   local f, f_ = unary_fn(name, op_ids[name])
   functions[name], methods[name], methods[name .. "_"] = f, f, f_
 end

@@ -102,6 +102,23 @@ static tide_tensor * polygamma_in0(tide_grad_ctx * c, int64_t n) {
 GRAD(lgamma, SAVE_IN0) { SET(0, B(mul, GY(0), U(digamma, IN(0)))); return TIDE_OK; }
 GRAD(digamma, SAVE_IN0) { SET(0, B(mul, GY(0), polygamma_in0(c, 1))); return TIDE_OK; }
 GRAD(polygamma, SAVE_IN0) { SET(0, B(mul, GY(0), polygamma_in0(c, c->node->p.ints[0] + 1))); return TIDE_OK; }
+/* the Bessel functions, PyTorch's forms: i0' = i1, i0e' = i1e - sign(x) i0e, i1' = i0 - i1/x,
+ * i1e' = i0e - i1e (sign(x) + 1/x); the last two are 1/2 at 0, where i1/x would be 0/0 */
+GRAD(i0, SAVE_IN0) { SET(0, B(mul, GY(0), U(i1, IN(0)))); return TIDE_OK; }
+GRAD(i0e, SAVE_IN0 | SAVE_OUT0) {
+    SET(0, B(mul, GY(0), B(sub, U(i1e, IN(0)), B(mul, U(sign, IN(0)), OUT(0)))));
+    return TIDE_OK;
+}
+static tide_tensor * at_zero_half(tide_grad_ctx * c, tide_tensor * t) { return W(B(eq, IN(0), NUM(0)), NUM(0.5), t); }
+GRAD(i1, SAVE_IN0 | SAVE_OUT0) {
+    SET(0, B(mul, GY(0), at_zero_half(c, B(sub, U(i0, IN(0)), B(div, OUT(0), IN(0))))));
+    return TIDE_OK;
+}
+GRAD(i1e, SAVE_IN0 | SAVE_OUT0) {
+    tide_tensor * d = B(sub, U(i0e, IN(0)), B(mul, OUT(0), B(add, U(sign, IN(0)), U(reciprocal, IN(0)))));
+    SET(0, B(mul, GY(0), at_zero_half(c, d)));
+    return TIDE_OK;
+}
 GRAD(copy, 0) { SET(0, GY(0)); return TIDE_OK; }
 GRAD(clamp, SAVE_IN0) {   /* passes where min <= x <= max */
     const tide_op_params * p = &c->node->p;

@@ -119,7 +119,7 @@ enum : int32_t {
     EXP, LOG, LOG1P, EXPM1, SQRT, RSQRT, SIN, COS, TANH, SIGMOID, SILU, GELU,   /* Transcend */
     GELU_TANH, RECIPROCAL, TAN, ASIN, ACOS, ATAN, SINH, COSH, ASINH, ACOSH, ATANH,
     ERF, ERFC, ERFINV, LOG2, LOG10, EXP2,
-    LGAMMA, DIGAMMA, POLYGAMMA,                                                 /* Special */
+    LGAMMA, DIGAMMA, POLYGAMMA, I0, I0E, I1, I1E,                               /* Special */
     ADD, SUB, MUL, DIV, MAXIMUM, MINIMUM,                                       /* Arith */
     POW, FMOD, REMAINDER, ATAN2, GELU_GRAD, GELU_TANH_GRAD,                     /* Heavy */
     EQ, NE, LT, LE, GT, GE,                                                     /* Cmp */
@@ -198,8 +198,9 @@ struct Transcend {
     }
 };
 
-/* The gamma family (float32 and float64, computed in double), kept apart from
- * Transcend so that its registers and local array do not slow the others. */
+/* The gamma family and the Bessel functions (float32 and float64, computed in
+ * double), kept apart from Transcend so that their registers and local array do
+ * not slow the others. */
 struct Special {
     int32_t   op;
     long long n;   /* polygamma's order */
@@ -207,6 +208,10 @@ struct Special {
         switch (op) {   /* ewmath.cuh */
         case LGAMMA:  return f_lgamma(a);
         case DIGAMMA: return f_digamma(a);
+        case I0:      return f_i0(a);
+        case I0E:     return f_i0e(a);
+        case I1:      return f_i1(a);
+        case I1E:     return f_i1e(a);
         default:      return f_polygamma(a, n);
         }
     }
@@ -1000,6 +1005,10 @@ const kernel_entry ew_kernels[] = {
     {"lgamma", k_special<LGAMMA>},
     {"digamma", k_special<DIGAMMA>},
     {"polygamma", k_special<POLYGAMMA>},
+    {"i0", k_special<I0>},
+    {"i0e", k_special<I0E>},
+    {"i1", k_special<I1>},
+    {"i1e", k_special<I1E>},
     {"logical_not", k_logical_not},
     {"copy", k_copy},
     {"clamp", k_clamp},

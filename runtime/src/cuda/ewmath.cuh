@@ -338,6 +338,66 @@ __device__ inline double polygamma_of(long long n, double x) {
     return polygamma_neg(n, x);
 }
 
+/* -- the modified Bessel functions i0, i0e, i1, i1e ----------------------------------------- */
+
+/* As ops/cpu/special.c: the power series up to 8, Cephes' Chebyshev form above, in double. */
+__device__ const double BESSEL_I0_B[27] = {
+    1.193650890845982e-18,  9.921475412173699e-19,  -7.233180487874754e-18, -4.830504485944182e-18,
+    4.46562142029676e-17,   3.461222867697461e-17,  -2.8276239805165836e-16, -3.425485619677219e-16,
+    1.7725601330565263e-15, 3.8116806693526224e-15, -9.554846698828307e-15, -4.150569347287222e-14,
+    1.54008621752141e-14,   3.8527783827421426e-13, 7.180124451383666e-13,  -1.7941785315068062e-12,
+    -1.3215811840447713e-11, -3.1499165279632416e-11, 1.1889147107846439e-11, 4.94060238822497e-10,
+    3.3962320257083865e-09, 2.266668990498178e-08,  2.0489185894690638e-07, 2.8913705208347567e-06,
+    6.889758346916825e-05,  0.0033691164782556943,  0.8044904110141088,
+};
+__device__ const double BESSEL_I1_B[27] = {
+    -1.242193275194891e-18, -9.314178867326884e-19, 7.517296310842105e-18,  4.414348323071708e-18,
+    -4.6503053684893586e-17, -3.209525921993424e-17, 2.96262899764595e-16,  3.3082023109209285e-16,
+    -1.8803547755107825e-15, -3.8144030724370075e-15, 1.0420276984128802e-14, 4.272440016711951e-14,
+    -2.1015418427726643e-14, -4.0835511110921974e-13, -7.198551776245908e-13, 2.0356285441470896e-12,
+    1.4125807436613782e-11, 3.2526035830154884e-11, -1.8974958123505413e-11, -5.589743462196584e-10,
+    -3.835380385964237e-09, -2.6314688468895196e-08, -2.512236237870209e-07, -3.882564808877691e-06,
+    -0.00011058893876262371, -0.009761097491361469, 0.7785762350182801,
+};
+
+__device__ inline double chbevl(double y, const double * c, int n) {
+    double b0 = c[0], b1 = 0.0, b2 = 0.0;
+    for (int i = 1; i < n; i++) {
+        b2 = b1;
+        b1 = b0;
+        b0 = y * b1 - b2 + c[i];
+    }
+    return 0.5 * (b0 - b2);
+}
+
+__device__ inline double bessel_series(int order, double a) {
+    double q = 0.25 * a * a, t = 1.0, s = 1.0;
+    for (int k = 1; k < 60 && t > 0x1p-54 * s; k++) {
+        t *= q / ((double)k * (double)(k + order));
+        s += t;
+    }
+    return order ? 0.5 * a * s : s;
+}
+
+/* I_order(x), or exp(-|x|) I_order(x) when scaled */
+__device__ inline double bessel_of(int order, bool scaled, double x) {
+    double a = fabs(x), r;
+    if (a <= 8.0) {
+        r = bessel_series(order, a);
+        if (scaled) r *= exp(-a);
+    } else if (a == INFINITY) {
+        r = scaled ? 0.0 : (double)INFINITY;
+    } else {
+        r = chbevl(32.0 / a - 2.0, order ? BESSEL_I1_B : BESSEL_I0_B, 27) / sqrt(a);
+        if (!scaled && a <= 700.0) r *= exp(a);
+        else if (!scaled) {
+            double h = exp(0.5 * a);
+            r = r * h * h;
+        }
+    }
+    return order ? copysign(r, x) : r;
+}
+
 /* -- float16 and bfloat16 storage ------------------------------------------------------------- */
 
 /* Their bits from a float and back, rounding to nearest even as libtide's
@@ -411,6 +471,10 @@ template <typename T> __device__ inline T f_exp2(T a) { return m_exp2(a); }
 template <typename T> __device__ inline T f_lgamma(T a) { return (T)lgamma((double)a); }
 template <typename T> __device__ inline T f_digamma(T a) { return (T)polygamma_of(0, (double)a); }
 template <typename T> __device__ inline T f_polygamma(T a, long long n) { return (T)polygamma_of(n, (double)a); }
+template <typename T> __device__ inline T f_i0(T a) { return (T)bessel_of(0, false, (double)a); }
+template <typename T> __device__ inline T f_i0e(T a) { return (T)bessel_of(0, true, (double)a); }
+template <typename T> __device__ inline T f_i1(T a) { return (T)bessel_of(1, false, (double)a); }
+template <typename T> __device__ inline T f_i1e(T a) { return (T)bessel_of(1, true, (double)a); }
 template <typename T> __device__ inline T f_add(T a, T b) { return a + b; }
 template <typename T> __device__ inline T f_sub(T a, T b) { return a - b; }
 template <typename T> __device__ inline T f_mul(T a, T b) { return a * b; }

@@ -47,7 +47,7 @@ static int form_of(int32_t op) {
     case TIDE_OP_add: case TIDE_OP_sub: case TIDE_OP_mul: case TIDE_OP_div: case TIDE_OP_maximum:
     case TIDE_OP_minimum: case TIDE_OP_pow: case TIDE_OP_fmod: case TIDE_OP_remainder: case TIDE_OP_atan2:
     case TIDE_OP_where: case TIDE_OP_add_scaled: case TIDE_OP_lerp: case TIDE_OP_addcmul: case TIDE_OP_addcdiv:
-    case TIDE_OP_lgamma: case TIDE_OP_digamma:
+    case TIDE_OP_lgamma: case TIDE_OP_digamma: case TIDE_OP_i0: case TIDE_OP_i0e: case TIDE_OP_i1: case TIDE_OP_i1e:
         return FORM_CALL;
     case TIDE_OP_polygamma: return FORM_POLYGAMMA;
     case TIDE_OP_gelu: case TIDE_OP_gelu_backward: return FORM_GELU;
