@@ -1,9 +1,10 @@
 --- tide.special: torch.special's functions under its names. The gamma family
 -- (gammaln, digamma/psi, polygamma), the Bessel functions i0, i0e, i1, i1e and
--- erf, erfc, erfinv are runtime ops; the rest compose ops here, each in a form that stays accurate in the tails and
--- finite in value and gradient where the branch it does not take would not be
--- (every where() gets inputs its unused side can take). Integer tensors compute
--- in float32.
+-- erf, erfc, erfinv are runtime ops, logit and sinc compose.lua's; the rest
+-- compose ops here, each in a form that stays accurate in the tails and finite
+-- in value and gradient where the branch it does not take would not be (every
+-- where() gets inputs its unused side can take). Integer tensors compute in
+-- float32.
 --
 --     local S = tide.special
 --     local lp = S.log_ndtr(x)            -- log Phi(x), to x = -1e150 and beyond
@@ -26,7 +27,7 @@ local function floating(x, name, pos)
   return x:is_floating_point() and x or x:float()
 end
 
--- the runtime's ops, under torch.special's names
+-- the runtime's ops and compose.lua's functions, under torch.special's names
 M.gammaln = tide.lgamma
 M.digamma = tide.digamma
 M.psi = tide.digamma
@@ -36,19 +37,7 @@ M.erf, M.erfc, M.erfinv = tide.erf, tide.erfc, tide.erfinv
 M.expit = tide.sigmoid
 M.exp2, M.expm1, M.log1p, M.round = tide.exp2, tide.expm1, tide.log1p, tide.round
 M.xlogy = tide.xlogy
-
---- logit(x, eps): log(x / (1 - x)), with x first clamped to [eps, 1 - eps] when eps is given.
--- @usage S.logit(p, 1e-6)
-function M.logit(x, eps)
-  x = floating(x, "logit")
-  if eps ~= nil then
-    if type(eps) ~= "number" or eps < 0 or eps > 0.5 then
-      fail(fmt("special.logit: eps must be a number in [0, 0.5], got %s", tostring(eps)))
-    end
-    x = x:clamp(eps, 1 - eps)
-  end
-  return (x / (1 - x)):log()
-end
+M.logit, M.sinc = tide.logit, tide.sinc   -- compose.lua's
 
 --- xlog1py(x, y): x * log1p(y), 0 where x is 0 (whatever y but NaN), NaN where y is NaN;
 -- either may be a number, as in tide.xlogy.
@@ -122,14 +111,6 @@ function M.ndtri(p)
   x = tide.where(p:eq(0), -math.huge, tide.where(p:eq(1), math.huge, x))
   local bad = p:lt(0):logical_or(p:gt(1)):logical_or(p:ne(p))
   return tide.where(bad, 0 / 0, x)
-end
-
---- sinc(x): sin(pi x) / (pi x), 1 at 0 (with gradient 0 there).
-function M.sinc(x)
-  x = floating(x, "sinc")
-  local zero = x:eq(0)
-  local px = tide.where(zero, 1, x) * math.pi
-  return tide.where(zero, 1, px:sin() / px)
 end
 
 --- entr(x): -x log x for x > 0, 0 at 0, -inf below, NaN for NaN.
