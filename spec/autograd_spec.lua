@@ -166,6 +166,7 @@ local cases = {
       return { tide.linalg.solve_triangular(a + d, b, { upper = true }),
                tide.linalg.solve_triangular(a, b, { upper = false, unitriangular = true }) }
     end },
+  floor_divide = { { rnd { 3, 4 }, rnd({ 3, 4 }, 0.6, 2) }, function(a, b) return a:floor_divide(b) end },
   linalg_slogdet = { { rnd { 2, 3, 3 } }, function(a) local _, l = tide.linalg.slogdet(a) return l end },
   -- and at a singular matrix (rank 2), where det's gradient is still adj(A)^T
   linalg_det = { { rnd { 2, 3, 3 }, rnd { 2, 3 } },

@@ -81,7 +81,7 @@ describe("CUDA kernels against the CPU's", function()
   end)
 
   on_gpu("binary ops with broadcasting, host numbers and promotion", function()
-    local ops = { "add", "sub", "mul", "div", "pow", "fmod", "remainder", "maximum", "minimum", "eq", "ne", "lt",
+    local ops = { "add", "sub", "mul", "div", "pow", "fmod", "remainder", "floor_divide", "maximum", "minimum", "eq", "ne", "lt",
                   "le", "gt", "ge" }
     for _, dt in ipairs { "float32", "float64", "int32", "int64", "float16" } do
       local L = layouts(dt)

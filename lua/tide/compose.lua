@@ -795,24 +795,8 @@ return function(tide, methods)
   define("true_divide", tide.div, true)
   methods.true_divide_ = methods.true_divide_ or methods.div_
 
-  --- floor_divide(a, b): a / b rounded down, as Python's // (float: computed from
-  -- fmod as PyTorch does, so 1 // 0.1 is 9; integer: exact); a / b where b is 0 for floats.
-  local function floor_divide(a, b)
-    if not is_tensor(a) and not is_tensor(b) then fail("floor_divide: at least one argument must be a tensor") end
-    a, b = operand(a, "floor_divide", 1), operand(b, "floor_divide", 2)
-    local mod = tide.fmod(a, b)
-    if not mod:is_floating_point() then   -- integers: exact, through the Python-style remainder
-      local r = tide.remainder(a, b)
-      return ((a - r):double() / b):round():to(r:dtype())
-    end
-    local q = (a - mod) / b
-    q = tide.where(mod:ne(0):logical_and(b:lt(0):ne(mod:lt(0))), q - 1, q)
-    local f = q:floor()
-    f = tide.where((q - f):gt(0.5), f + 1, f)
-    return tide.where(b:eq(0), a / b, f)
-  end
-  define("floor_divide", floor_divide, true)
-  methods.floor_divide_ = methods.floor_divide_ or function(a, b) return a:copy_(floor_divide(a, b)) end
+  -- floor_divide is a registry op (exact for integers); the compositions below use it
+  local floor_divide = tide.floor_divide
 
   -- trunc: the registry's when there is one, else sign(x) * floor(|x|).
   local function trunc(x)
@@ -1795,6 +1779,25 @@ return function(tide, methods)
     if mode == "trunc" then return trunc_divide(a, b) end
     if mode == "floor" then return floor_divide(a, b) end
     fail(fmt("%s: rounding_mode must be 'trunc' or 'floor', got %s", name, tostring(mode)))
+  end
+  --- div(a, b, rounding_mode): div with PyTorch's rounding_mode, 'trunc' or 'floor' (or
+  -- {rounding_mode = ...}); without it the registry's div, unchanged.
+  -- @usage a:div(b, "floor")
+  do
+    local div_plain, div_inplace = tide.div, methods.div_
+    local function mode_opts(mode)
+      if type(mode) == "string" then return { rounding_mode = mode } end
+      return mode
+    end
+    tide.div = function(a, b, mode)
+      if mode == nil then return div_plain(a, b) end
+      return divide("div", a, b, mode_opts(mode))
+    end
+    methods.div = tide.div
+    methods.div_ = function(x, b, mode)
+      if mode == nil then return div_inplace(x, b) end
+      return write_back("div_", x, function(v) return divide("div_", v, b, mode_opts(mode)) end)
+    end
   end
   --- divide(a, b, {rounding_mode}): a / b (floating-point), or rounded toward zero
   -- ('trunc') or down ('floor'), in the inputs' dtype as PyTorch's div.

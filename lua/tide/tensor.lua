@@ -186,7 +186,7 @@ for _, name in ipairs { "neg", "abs", "exp", "log", "log1p", "expm1", "sqrt", "r
   functions[name], methods[name], methods[name .. "_"] = f, f, f_
 end
 
-for _, name in ipairs { "add", "sub", "mul", "div", "pow", "fmod", "remainder", "maximum", "minimum",
+for _, name in ipairs { "add", "sub", "mul", "div", "pow", "fmod", "remainder", "floor_divide", "maximum", "minimum",
                         "atan2", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or" } do
   local f, f_ = binary_fn(name, op_ids[name])
   functions[name], methods[name] = f, f

@@ -154,6 +154,8 @@ GRAD(pow, SAVE_IN0 | SAVE_IN1 | SAVE_OUT0) {
         g_set(c, 1, W(B(eq, IN(0), NUM(0)), NUM(0), B(mul, GY(0), B(mul, OUT(0), U(log, IN(0))))));
     return TIDE_OK;
 }
+/* piecewise constant: zero gradients, as PyTorch's */
+GRAD(floor_divide, 0) { return TIDE_OK; }
 GRAD(fmod, SAVE_IN0 | SAVE_IN1) {   /* a - trunc(a/b) b */
     SET(0, GY(0));
     if (NEEDS(1)) {

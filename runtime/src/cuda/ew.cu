@@ -121,7 +121,7 @@ enum : int32_t {
     ERF, ERFC, ERFINV, LOG2, LOG10, EXP2,
     LGAMMA, DIGAMMA, POLYGAMMA, I0, I0E, I1, I1E,                               /* Special */
     ADD, SUB, MUL, DIV, MAXIMUM, MINIMUM,                                       /* Arith */
-    POW, FMOD, REMAINDER, ATAN2, GELU_GRAD, GELU_TANH_GRAD,                     /* Heavy */
+    POW, FMOD, REMAINDER, ATAN2, GELU_GRAD, GELU_TANH_GRAD, FLOOR_DIVIDE,       /* Heavy */
     EQ, NE, LT, LE, GT, GE,                                                     /* Cmp */
     WHERE, CLAMP, ADD_SCALED, LERP,                                             /* Ternary */
     ADDCMUL, ADDCDIV,                                                           /* Quaternary */
@@ -246,6 +246,7 @@ struct Heavy {
             case FMOD:      return f_fmod(a, b);
             case REMAINDER: return f_remainder(a, b);
             case ATAN2:     return f_atan2(a, b);
+            case FLOOR_DIVIDE: return f_floor_divide(a, b);
             case GELU_GRAD: return f_gelu_backward(a, b, false);
             default:        return f_gelu_backward(a, b, true);
             }
@@ -256,6 +257,16 @@ struct Heavy {
             case FMOD:
                 if constexpr (std::is_signed_v<T>) return b == 0 || b == -1 ? (T)0 : (T)(a % b);
                 else return b == 0 ? (T)0 : (T)(a % b);
+            /* exactly, as the CPU (binary.c): by 0 is 0, by -1 negates with wrapping */
+            case FLOOR_DIVIDE:
+                if constexpr (std::is_signed_v<T>) {
+                    if (b == 0) return (T)0;
+                    if (b == -1) return (T)(0 - (uint64_t)(int64_t)a);
+                    T q = a / b, r = a % b;
+                    return (r != 0 && ((r < 0) != (b < 0))) ? (T)(q - 1) : q;
+                } else {
+                    return b == 0 ? (T)0 : (T)(a / b);
+                }
             default: return (T)iremainder((int64_t)a, (int64_t)b);
             }
         }
@@ -1021,6 +1032,7 @@ const kernel_entry ew_kernels[] = {
     {"minimum", k_arith<A_ALL, MINIMUM>},
     {"pow", k_heavy<A_NUM, POW>},
     {"fmod", k_heavy<A_NUM, FMOD>},
+    {"floor_divide", k_heavy<A_NUM, FLOOR_DIVIDE>},
     {"remainder", k_heavy<A_NUM, REMAINDER>},
     {"atan2", k_heavy<A_FLOAT, ATAN2>},
     {"gelu_backward", k_gelu_backward},

@@ -489,6 +489,15 @@ template <typename T> __device__ inline T f_remainder(T a, T b) {
     return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 template <typename T> __device__ inline T f_atan2(T a, T b) { return m_atan2(a, b); }
+/* PyTorch's div_floor, as the CPU's (binary.c) */
+template <typename T> __device__ inline T f_floor_divide(T a, T b) {
+    if (b == (T)0) return a / b;
+    T mod = m_fmod(a, b), div = (a - mod) / b;
+    if (mod != (T)0 && ((b < (T)0) != (mod < (T)0))) div -= (T)1;
+    if (div == (T)0) return (T)0 * (a / b);   /* copysign(0, a / b): |a / b| < 1 here */
+    T f = m_floor(div);
+    return div - f > (T)0.5 ? f + (T)1 : f;
+}
 /* (gy, x) */
 template <typename T> __device__ inline T f_gelu_backward(T a, T b, bool approx) {
     return (T)((double)a * gelu_grad((double)b, approx));

@@ -129,6 +129,33 @@ static inline int64_t remi_(int64_t a, int64_t b) {
     int64_t r = a % b;
     return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
+/* floor_divide: integers exactly (by 0 gives 0 as fmod does; by -1 negates, wrapping
+ * INT_MIN as PyTorch, where a / -1 would trap); floats as PyTorch's div_floor, from
+ * fmod so that the quotient of an exact multiple is exact (1 // 0.1 is 9, as Python). */
+static inline int64_t floordivi_(int64_t a, int64_t b) {
+    if (b == 0) return 0;
+    if (b == -1) return (int64_t)(0 - (uint64_t)a);
+    int64_t q = a / b, r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
+}
+#define FLOORDIV_F(SUF, T, FMOD, FLOOR, COPYSIGN)                                \
+    static inline T floordiv_##SUF(T a, T b) {                                   \
+        if (b == 0) return a / b;                                                \
+        T mod = FMOD(a, b), div = (a - mod) / b;                                 \
+        if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1;                        \
+        if (div == 0) return COPYSIGN((T)0, a / b);                              \
+        T f = FLOOR(div);                                                        \
+        return div - f > (T)0.5 ? f + 1 : f;                                     \
+    }
+FLOORDIV_F(f32, float, fmodf, floorf, copysignf)
+FLOORDIV_F(f64, double, fmod, floor, copysign)
+BIN_LOOP(floor_divide_f32, float, float, floordiv_f32(a, b))
+BIN_LOOP(floor_divide_f64, double, double, floordiv_f64(a, b))
+BIN_LOOP(floor_divide_i32, int32_t, int32_t, (int32_t)floordivi_(a, b))
+BIN_LOOP(floor_divide_i64, int64_t, int64_t, floordivi_(a, b))
+BIN_LOOP(floor_divide_u8, uint8_t, uint8_t, b == 0 ? 0 : a / b)
+KERNEL(floor_divide, LOOPS_F(floor_divide), LOOPS_I(floor_divide))
+
 BIN_LOOP(remainder_f32, float, float, remf_(a, b))
 BIN_LOOP(remainder_f64, double, double, rem_(a, b))
 GEN_I(BIN_LOOP, remainder, remi_(a, b))
