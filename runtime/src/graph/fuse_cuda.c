@@ -48,6 +48,9 @@ static int form_of(int32_t op) {
     case TIDE_OP_minimum: case TIDE_OP_pow: case TIDE_OP_fmod: case TIDE_OP_remainder: case TIDE_OP_atan2:
     case TIDE_OP_where: case TIDE_OP_add_scaled: case TIDE_OP_lerp: case TIDE_OP_addcmul: case TIDE_OP_addcdiv:
     case TIDE_OP_lgamma: case TIDE_OP_digamma: case TIDE_OP_i0: case TIDE_OP_i0e: case TIDE_OP_i1: case TIDE_OP_i1e:
+    case TIDE_OP_tan: case TIDE_OP_asin: case TIDE_OP_acos: case TIDE_OP_atan: case TIDE_OP_sinh: case TIDE_OP_cosh:
+    case TIDE_OP_asinh: case TIDE_OP_acosh: case TIDE_OP_atanh: case TIDE_OP_erf: case TIDE_OP_erfc:
+    case TIDE_OP_erfinv: case TIDE_OP_log2: case TIDE_OP_log10: case TIDE_OP_exp2:
         return FORM_CALL;
     case TIDE_OP_polygamma: return FORM_POLYGAMMA;
     case TIDE_OP_gelu: case TIDE_OP_gelu_backward: return FORM_GELU;
