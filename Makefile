@@ -80,6 +80,7 @@ bench: build
 	$(BUILD)/tide bench/train_bench.lua
 	$(BUILD)/tide bench/jit_bench.lua
 	$(BUILD)/tide bench/sort_bench.lua
+	$(BUILD)/tide bench/linalg_bench.lua
 	$(BUILD)/tide bench/sweep_bench.lua
 
 # The GPU figures (bench/cuda_bench.lua), each next to cuBLAS called directly
