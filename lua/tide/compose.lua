@@ -7,6 +7,7 @@
 -- registry; nothing here defines a name that exists already.
 -- Called once, by init.lua: require("tide.compose")(tide, methods).
 local B = require "bindings.ffi"
+local args = require "tide.args"
 local T = require "tide.tensor"
 local fail, is_tensor, size_args = B.fail, T.is_tensor, T.size_args
 local floor, fmt, abs, min, max = math.floor, string.format, math.abs, math.min, math.max
@@ -77,14 +78,7 @@ local function tensor_args(name, ...)
   return list, opts or {}
 end
 
-local function options(opts, name, known)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then fail(fmt("%s: options must be a table, got %s", name, type(opts))) end
-  for k in pairs(opts) do
-    if not known[k] then fail(fmt("%s: unknown option '%s'", name, tostring(k))) end
-  end
-  return opts
-end
+local options = args.options
 
 -- The dtype of a floating result of a and b (tensors or numbers): the widest
 -- floating dtype among the tensors; float32 for integers and for float16 with bfloat16.

@@ -6,6 +6,7 @@
 -- PyTorch's older names (tide.inverse, tide.svd with V, t:det(), ...).
 -- Called once, by init.lua: require("tide.linalg")(tide, methods).
 local B = require "bindings.ffi"
+local args = require "tide.args"
 local T = require "tide.tensor"
 local fail, is_tensor = B.fail, T.is_tensor
 local fmt, huge = string.format, math.huge
@@ -28,14 +29,7 @@ local function need_matrix(x, name, what, square)
   return x
 end
 
-local function options(opts, name, known)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then fail(fmt("%s: options must be a table, got %s", name, type(opts))) end
-  for k in pairs(opts) do
-    if not known[k] then fail(fmt("%s: unknown option '%s'", name, tostring(k))) end
-  end
-  return opts
-end
+local options = args.options
 
 local function flag(v, name, what)
   if v ~= nil and type(v) ~= "boolean" then fail(fmt("%s: %s must be a boolean, got %s", name, what, type(v))) end

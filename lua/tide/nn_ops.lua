@@ -5,6 +5,7 @@
 -- max_pool2d are 1-based here (flat (h-1)*W + w within each input plane).
 -- Layers (nn.Conv2d & co.) and gradients belong to nn/ and autograd, not here.
 local B = require "bindings.ffi"
+local args = require "tide.args"
 local T = require "tide.tensor"
 
 local fail, C = B.fail, B.C
@@ -38,15 +39,7 @@ local function pair(v, name, what, default)
   return v[1], v[2]
 end
 
---- Checks that opts is nil or a table whose keys are all in `known`.
-local function options(opts, name, known)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then fail(string.format("%s: options must be a table, got %s", name, type(opts))) end
-  for k in pairs(opts) do
-    if not known[k] then fail(string.format("%s: unknown option '%s'", name, tostring(k))) end
-  end
-  return opts
-end
+local options = args.options
 
 --- The 4 sizes of a tensor the op does not get: a table {N, C, H, W} or a tensor of that shape.
 local function sizes4(s, name, what)

@@ -8,6 +8,7 @@
 -- Called once by tide.nn with the nn table, which it fills.
 local tide = require "tide"
 local B = require "bindings.ffi"
+local args = require "tide.args"
 local fail = B.fail
 local is_tensor = tide.is_tensor
 
@@ -40,11 +41,7 @@ return function(nn)
     return dim
   end
 
-  local function options(opts, fname)
-    if opts == nil then return {} end
-    if type(opts) ~= "table" then fail(string.format("%s: options must be a table, got %s", fname, type(opts))) end
-    return opts
-  end
+  local options = args.options
 
   -- p: a positive number or math.huge (also the string "inf", as Python's float("inf")).
   local function need_p(p, fname)

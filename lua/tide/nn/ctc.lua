@@ -8,6 +8,7 @@
 -- labels and the masks. Called once by tide.nn with the nn table.
 local tide = require "tide"
 local B = require "bindings.ffi"
+local args = require "tide.args"
 local fail = B.fail
 local is_tensor = tide.is_tensor
 
@@ -45,14 +46,11 @@ local function lengths_of(v, n, fname, what)
   return l
 end
 
+local OPTS = { blank = true, reduction = true, zero_infinity = true }
+
 local function options(opts, fname)
-  if opts == nil then opts = {} elseif type(opts) == "string" then opts = { reduction = opts } end
-  if type(opts) ~= "table" then fail(string.format("%s: options must be a table, got %s", fname, type(opts))) end
-  for k in pairs(opts) do
-    if k ~= "blank" and k ~= "reduction" and k ~= "zero_infinity" then
-      fail(string.format("%s: unknown option '%s'", fname, tostring(k)))
-    end
-  end
+  if type(opts) == "string" then opts = { reduction = opts } end
+  opts = args.options(opts, fname, OPTS)
   local r = opts.reduction or "mean"
   if r ~= "mean" and r ~= "sum" and r ~= "none" then
     fail(string.format("%s: reduction must be 'mean', 'sum' or 'none', got %s", fname, tostring(r)))

@@ -9,6 +9,7 @@
 do local nn = debug.getregistry()["tide.nn"]; if nn then return nn.functional end end
 local tide = require "tide"
 local B = require "bindings.ffi"
+local args = require "tide.args"
 local fail = B.fail
 local is_tensor = tide.is_tensor
 local no_grad = tide.no_grad
@@ -68,10 +69,8 @@ end
 
 -- Options given as a table, or a reduction given as a string.
 local function options(opts, fname)
-  if opts == nil then return {} end
   if type(opts) == "string" then return { reduction = opts } end
-  if type(opts) ~= "table" then fail(string.format("%s: options must be a table, got %s", fname, type(opts))) end
-  return opts
+  return args.options(opts, fname)
 end
 
 local function reduction_of(opts, fname)

@@ -8,6 +8,7 @@
 -- Called once by tide.nn with the nn table.
 local tide = require "tide"
 local B = require "bindings.ffi"
+local args = require "tide.args"
 local fail = B.fail
 local is_tensor = tide.is_tensor
 
@@ -47,15 +48,7 @@ end
 
 local function list_str(l) return "{" .. table.concat(l, ", ") .. "}" end
 
--- Options given as a table of known keys.
-local function options(opts, fname, known)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then fail(string.format("%s: options must be a table, got %s", fname, type(opts))) end
-  for k in pairs(opts) do
-    if not known[k] then fail(string.format("%s: unknown option '%s'", fname, tostring(k))) end
-  end
-  return opts
-end
+local options = args.options
 
 local function need_bool(v, fname, what)
   if v ~= nil and type(v) ~= "boolean" then

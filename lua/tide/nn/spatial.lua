@@ -5,6 +5,7 @@
 -- differentiates through their own rules; no new kernels, no host reads.
 local tide = require "tide"
 local B = require "bindings.ffi"
+local args = require "tide.args"
 local ffi = require "ffi"
 local fail = B.fail
 local is_tensor = tide.is_tensor
@@ -30,15 +31,7 @@ return function(nn)
     end
   end
 
-  -- opts, checked to be nil or a table of known keys.
-  local function options(opts, name, known)
-    if opts == nil then return {} end
-    if type(opts) ~= "table" then fail(string.format("%s: options must be a table, got %s", name, type(opts))) end
-    for k in pairs(opts) do
-      if not known[k] then fail(string.format("%s: unknown option '%s'", name, tostring(k))) end
-    end
-    return opts
-  end
+  local options = args.options
 
   -- An integer given as a number or a table {n} (1-d options, as PyTorch's (n,)).
   local function single(v, name, what, default)
@@ -441,8 +434,7 @@ return function(nn)
 
   -- Shared by Conv1d, ConvTranspose1d and ConvTranspose2d: n spatial dims.
   local function conv_init(self, cname, n, transposed, in_channels, out_channels, kernel_size, opts)
-    if opts ~= nil and type(opts) ~= "table" then fail(cname .. ": options must be a table, got " .. type(opts)) end
-    opts = opts or {}
+    opts = options(opts, cname)
     local groups = opts.groups or 1
     positive(in_channels, cname, "in_channels")
     positive(out_channels, cname, "out_channels")

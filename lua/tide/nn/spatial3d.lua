@@ -6,6 +6,7 @@
 -- depth windows are tables built from shapes alone (no host reads).
 local tide = require "tide"
 local B = require "bindings.ffi"
+local args = require "tide.args"
 local ffi = require "ffi"
 local fail = B.fail
 local is_tensor = tide.is_tensor
@@ -32,14 +33,7 @@ return function(nn)
     end
   end
 
-  local function options(opts, name, known)
-    if opts == nil then return {} end
-    if type(opts) ~= "table" then fail(string.format("%s: options must be a table, got %s", name, type(opts))) end
-    for k in pairs(opts) do
-      if not known[k] then fail(string.format("%s: unknown option '%s'", name, tostring(k))) end
-    end
-    return opts
-  end
+  local options = args.options
 
   -- {d, h, w} of an integer or a table of 3 integers (v nil: default), each at least lo.
   local function triple(v, name, what, default, lo)
@@ -370,8 +364,7 @@ return function(nn)
   local PAD_MODES = { zeros = true, reflect = true, replicate = true, circular = true }
 
   local function conv_init(self, cname, transposed, in_channels, out_channels, kernel_size, opts)
-    if opts ~= nil and type(opts) ~= "table" then fail(cname .. ": options must be a table, got " .. type(opts)) end
-    opts = opts or {}
+    opts = options(opts, cname)
     local groups = opts.groups or 1
     positive(in_channels, cname, "in_channels")
     positive(out_channels, cname, "out_channels")

@@ -7,6 +7,7 @@
 -- The 3-d pools are in spatial3d.lua; 3-d samplers are left out.
 local tide = require "tide"
 local B = require "bindings.ffi"
+local args = require "tide.args"
 local fail = B.fail
 local is_tensor = tide.is_tensor
 local floor, ceil = math.floor, math.ceil
@@ -32,14 +33,7 @@ return function(nn)
     end
   end
 
-  local function options(opts, name, known)
-    if opts == nil then return {} end
-    if type(opts) ~= "table" then fail(string.format("%s: options must be a table, got %s", name, type(opts))) end
-    for k in pairs(opts) do
-      if not known[k] then fail(string.format("%s: unknown option '%s'", name, tostring(k))) end
-    end
-    return opts
-  end
+  local options = args.options
 
   -- n sizes from an integer or a table of n (1-d also takes {n}); each at least lo.
   local function sizes(v, n, name, what, lo)
