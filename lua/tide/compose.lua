@@ -15,7 +15,8 @@ local LN2 = math.log(2)
 
 -- -- argument checks ------------------------------------------------------------------
 
-local function is_int(v) return type(v) == "number" and v == floor(v) and v > -2^53 and v < 2^53 end
+local is_int = args.is_int
+local options = args.options
 
 local function need_tensor(x, name, pos)
   if not is_tensor(x) then
@@ -77,8 +78,6 @@ local function tensor_args(name, ...)
   end
   return list, opts or {}
 end
-
-local options = args.options
 
 -- The dtype of a floating result of a and b (tensors or numbers): the widest
 -- floating dtype among the tensors; float32 for integers and for float16 with bfloat16.
@@ -1421,9 +1420,7 @@ return function(tide, methods)
     end
     local K = probs:size(-1)
     need_int(n, "multinomial", "num_samples", 1)
-    if replacement ~= nil and type(replacement) ~= "boolean" then
-      fail(fmt("multinomial: replacement must be a boolean, got %s", type(replacement)))
-    end
+    args.need_bool(replacement, "multinomial", "replacement")
     if K == 0 then fail("multinomial: probs has no categories") end
     if not replacement and n > K then
       fail(fmt("multinomial: cannot draw %d samples from %d categories without replacement", n, K))
@@ -1469,10 +1466,7 @@ return function(tide, methods)
     if p == nil or p == "fro" then p = 2 end
     if p == "inf" then p = math.huge elseif p == "-inf" then p = -math.huge end
     if type(p) ~= "number" or p ~= p then fail(fmt("%s: ord must be a number, got %s", name, tostring(p))) end
-    if keepdim ~= nil and type(keepdim) ~= "boolean" then
-      fail(fmt("%s: keepdim must be a boolean, got %s", name, type(keepdim)))
-    end
-    keepdim = keepdim == true
+    keepdim = args.need_bool(keepdim, name, "keepdim")
     local a = x:abs()
     if p == math.huge then return a:amax(dims, keepdim) end
     if p == -math.huge then return a:amin(dims, keepdim) end
@@ -2099,9 +2093,7 @@ return function(tide, methods)
     if type(indices) ~= "table" or is_tensor(indices) then
       fail(fmt("%s: indices must be a table of tensors, got %s", name, is_tensor(indices) and "a tensor" or type(indices)))
     end
-    if accumulate ~= nil and type(accumulate) ~= "boolean" then
-      fail(fmt("%s: accumulate must be a boolean, got %s", name, type(accumulate)))
-    end
+    args.need_bool(accumulate, name, "accumulate")
     local idx = {}
     for i, t in ipairs(indices) do
       if is_tensor(t) and t:dtype() == "bool" then   -- a mask: the indices of its true elements (waits)

@@ -11,13 +11,13 @@ local T = require "tide.tensor"
 local fail, C = B.fail, B.C
 local run, new_params, ins_set, op_ids, is_tensor = T.run, T.new_params, T.ins_set, T.op_ids, T.is_tensor
 local ONE_BASED = C.TIDE_PARAMF_ONE_BASED
-local floor = math.floor
 
 local M = {}
 
 -- -- arguments ---------------------------------------------------------------------
 
-local function is_int(v) return type(v) == "number" and v == floor(v) and v > -2^53 and v < 2^53 end
+local is_int = args.is_int
+local options = args.options
 
 local function need_tensor(x, name, pos, what)
   if not is_tensor(x) then
@@ -38,8 +38,6 @@ local function pair(v, name, what, default)
   end
   return v[1], v[2]
 end
-
-local options = args.options
 
 --- The 4 sizes of a tensor the op does not get: a table {N, C, H, W} or a tensor of that shape.
 local function sizes4(s, name, what)

@@ -10,7 +10,6 @@ local tide = require "tide"
 local B = require "bindings.ffi"
 local args = require "tide.args"
 local fail = B.fail
-local is_tensor = tide.is_tensor
 
 return function(nn)
   local F, Module = nn.functional, nn.Module
@@ -18,14 +17,9 @@ return function(nn)
 
   -- -- argument checks ------------------------------------------------------------------
 
-  local function shape_str(t) return "[" .. table.concat(t:shape(), ",") .. "]" end
-
-  local function need_float(x, fname, what)
-    if not is_tensor(x) then fail(string.format("%s: %s must be a tensor, got %s", fname, what, type(x))) end
-    if not x:is_floating_point() then
-      fail(string.format("%s: %s must be a floating-point tensor, got %s", fname, what, x:dtype()))
-    end
-  end
+  local shape_str = args.shape_str
+  local need_float = args.need_float
+  local options = args.options
 
   local function need_number(v, fname, what)
     if type(v) ~= "number" or v ~= v then fail(string.format("%s: %s must be a number, got %s", fname, what,
@@ -40,8 +34,6 @@ return function(nn)
     end
     return dim
   end
-
-  local options = args.options
 
   -- p: a positive number or math.huge (also the string "inf", as Python's float("inf")).
   local function need_p(p, fname)

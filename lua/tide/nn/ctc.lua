@@ -12,7 +12,7 @@ local args = require "tide.args"
 local fail = B.fail
 local is_tensor = tide.is_tensor
 
-local function shape_str(t) return "[" .. table.concat(t:shape(), ",") .. "]" end
+local shape_str = args.shape_str
 
 -- log(0): exp(NEG - x) is 0 for any reachable x, any sum of finite
 -- log-probabilities added to it stays far below NEG / 2, and float32 holds it.
@@ -55,15 +55,12 @@ local function options(opts, fname)
   if r ~= "mean" and r ~= "sum" and r ~= "none" then
     fail(string.format("%s: reduction must be 'mean', 'sum' or 'none', got %s", fname, tostring(r)))
   end
-  local zi = opts.zero_infinity
-  if zi ~= nil and type(zi) ~= "boolean" then
-    fail(string.format("%s: zero_infinity must be a boolean, got %s", fname, type(zi)))
-  end
+  local zi = args.need_bool(opts.zero_infinity, fname, "zero_infinity")
   local blank = opts.blank == nil and 1 or opts.blank
   if type(blank) ~= "number" or blank ~= math.floor(blank) then
     fail(string.format("%s: blank must be an integer (a 1-based class index), got %s", fname, tostring(blank)))
   end
-  return r, zi == true, blank
+  return r, zi, blank
 end
 
 -- The blank-interleaved labels [N, 2 S + 1] (blank, l1, blank, l2, ..., blank;

@@ -7,10 +7,11 @@
 -- Called once by tide.nn with the nn table.
 local tide = require "tide"
 local B = require "bindings.ffi"
+local args = require "tide.args"
 local fail = B.fail
 local is_tensor = tide.is_tensor
 
-local function shape_str(t) return "[" .. table.concat(t:shape(), ",") .. "]" end
+local shape_str = args.shape_str
 
 local function need_ints(x, fname, what)
   if not is_tensor(x) then fail(string.format("%s: %s must be a tensor, got %s", fname, what, type(x))) end
@@ -36,10 +37,7 @@ local function parse(opts, n_rows, fname)
   if not MODES[mode] then
     fail(string.format("%s: mode must be 'sum', 'mean' or 'max', got %s", fname, tostring(mode)))
   end
-  local last = opts.include_last_offset
-  if last ~= nil and type(last) ~= "boolean" then
-    fail(string.format("%s: include_last_offset must be a boolean, got %s", fname, type(last)))
-  end
+  local last = args.need_bool(opts.include_last_offset, fname, "include_last_offset")
   local p = opts.padding_idx
   if p ~= nil then
     if type(p) ~= "number" or p ~= math.floor(p) or p == 0 or p > n_rows or p < -n_rows then
@@ -47,7 +45,7 @@ local function parse(opts, n_rows, fname)
     end
     if p < 0 then p = n_rows + p + 1 end
   end
-  return mode, last == true, p
+  return mode, last, p
 end
 
 -- The bags as 1-based starts: offsets (a tensor, or a table checked here),

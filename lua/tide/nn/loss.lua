@@ -7,6 +7,7 @@
 -- not made: they would wait for the device. Called once by tide.nn with the nn table.
 local tide = require "tide"
 local B = require "bindings.ffi"
+local args = require "tide.args"
 local fail = B.fail
 local is_tensor = tide.is_tensor
 
@@ -15,18 +16,9 @@ return function(nn)
 
   -- -- argument checks ------------------------------------------------------------------
 
-  local function shape_str(t) return "[" .. table.concat(t:shape(), ",") .. "]" end
-
-  local function need_tensor(x, fname, what)
-    if not is_tensor(x) then fail(string.format("%s: %s must be a tensor, got %s", fname, what, type(x))) end
-  end
-
-  local function need_float(x, fname, what)
-    need_tensor(x, fname, what)
-    if not x:is_floating_point() then
-      fail(string.format("%s: %s must be a floating-point tensor, got %s", fname, what, x:dtype()))
-    end
-  end
+  local shape_str = args.shape_str
+  local need_tensor = args.need_tensor
+  local need_float = args.need_float
 
   local function same_shape(a, b)
     return table.concat(a:shape(), ",") == table.concat(b:shape(), ",")

@@ -12,7 +12,9 @@ local args = require "tide.args"
 local fail = B.fail
 local is_tensor = tide.is_tensor
 
-local function shape_str(t) return "[" .. table.concat(t:shape(), ",") .. "]" end
+local shape_str = args.shape_str
+local options = args.options
+local need_bool = args.need_bool
 
 local function is_count(v) return type(v) == "number" and v >= 0 and v == math.floor(v) end
 
@@ -47,15 +49,6 @@ local function int_list(v, fname, what)
 end
 
 local function list_str(l) return "{" .. table.concat(l, ", ") .. "}" end
-
-local options = args.options
-
-local function need_bool(v, fname, what)
-  if v ~= nil and type(v) ~= "boolean" then
-    fail(string.format("%s: %s must be a boolean, got %s", fname, what, type(v)))
-  end
-  return v == true
-end
 
 -- The order that sorts lens by decreasing length, ties in their given order.
 local function decreasing(lens)

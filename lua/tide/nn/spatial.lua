@@ -8,7 +8,6 @@ local B = require "bindings.ffi"
 local args = require "tide.args"
 local ffi = require "ffi"
 local fail = B.fail
-local is_tensor = tide.is_tensor
 local no_grad = tide.no_grad
 local floor = math.floor
 
@@ -17,21 +16,12 @@ return function(nn)
 
   -- -- helpers ---------------------------------------------------------------------
 
-  local function shape_str(t) return "[" .. table.concat(t:shape(), ",") .. "]" end
-  local function is_int(v) return type(v) == "number" and v == floor(v) and v > -2^53 and v < 2^53 end
-
-  local function need_tensor(x, name, what)
-    if not is_tensor(x) then fail(string.format("%s: %s must be a tensor, got %s", name, what, type(x))) end
-  end
-
-  local function need_float(x, name, what)
-    need_tensor(x, name, what)
-    if not x:is_floating_point() then
-      fail(string.format("%s: %s must be a floating-point tensor, got %s", name, what, x:dtype()))
-    end
-  end
-
+  local shape_str = args.shape_str
+  local is_int = args.is_int
+  local need_tensor = args.need_tensor
+  local need_float = args.need_float
   local options = args.options
+  local need_bool = args.need_bool
 
   -- An integer given as a number or a table {n} (1-d options, as PyTorch's (n,)).
   local function single(v, name, what, default)
@@ -941,9 +931,7 @@ return function(nn)
     if ac ~= nil and want < 3 then
       fail(string.format("interpolate: align_corners can only be set with the linear modes, got mode '%s'", mode))
     end
-    if ac ~= nil and type(ac) ~= "boolean" then
-      fail("interpolate: align_corners must be a boolean, got " .. type(ac))
-    end
+    need_bool(ac, "interpolate", "align_corners")
     local k = nd - 2
     local size, sf = opts.size, opts.scale_factor
     if (size == nil) == (sf == nil) then

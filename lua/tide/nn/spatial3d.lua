@@ -17,23 +17,14 @@ return function(nn)
 
   -- -- helpers ---------------------------------------------------------------------
 
-  local function shape_str(t) return "[" .. table.concat(t:shape(), ",") .. "]" end
-  local function list_str(l) return "{" .. table.concat(l, ", ") .. "}" end
-  local function is_int(v) return type(v) == "number" and v == floor(v) and v > -2^53 and v < 2^53 end
-  local function on(x) return { dtype = x:dtype(), device = x:device() } end
-
-  local function need_tensor(x, name, what)
-    if not is_tensor(x) then fail(string.format("%s: %s must be a tensor, got %s", name, what, type(x))) end
-  end
-
-  local function need_float(x, name, what)
-    need_tensor(x, name, what)
-    if not x:is_floating_point() then
-      fail(string.format("%s: %s must be a floating-point tensor, got %s", name, what, x:dtype()))
-    end
-  end
-
+  local shape_str = args.shape_str
+  local is_int = args.is_int
+  local need_tensor = args.need_tensor
+  local need_float = args.need_float
   local options = args.options
+  local need_bool = args.need_bool
+  local function list_str(l) return "{" .. table.concat(l, ", ") .. "}" end
+  local function on(x) return { dtype = x:dtype(), device = x:device() } end
 
   -- {d, h, w} of an integer or a table of 3 integers (v nil: default), each at least lo.
   local function triple(v, name, what, default, lo)
@@ -153,13 +144,6 @@ return function(nn)
     local o = floor((n + 2 * p - d * (k - 1) - 1 + (ceil_mode and s - 1 or 0)) / s) + 1
     if ceil_mode and (o - 1) * s >= n + p then o = o - 1 end
     return o
-  end
-
-  local function need_bool(v, name, what)
-    if v ~= nil and type(v) ~= "boolean" then
-      fail(string.format("%s: %s must be a boolean, got %s", name, what, type(v)))
-    end
-    return v == true
   end
 
   -- -- convolution -----------------------------------------------------------------------

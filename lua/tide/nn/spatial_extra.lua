@@ -17,23 +17,14 @@ return function(nn)
 
   -- -- helpers ---------------------------------------------------------------------
 
-  local function shape_str(t) return "[" .. table.concat(t:shape(), ",") .. "]" end
-  local function list_str(l) return "{" .. table.concat(l, ", ") .. "}" end
-  local function is_int(v) return type(v) == "number" and v == floor(v) and v > -2^53 and v < 2^53 end
-  local function on(x) return { dtype = x:dtype(), device = x:device() } end
-
-  local function need_tensor(x, name, what)
-    if not is_tensor(x) then fail(string.format("%s: %s must be a tensor, got %s", name, what, type(x))) end
-  end
-
-  local function need_float(x, name, what)
-    need_tensor(x, name, what)
-    if not x:is_floating_point() then
-      fail(string.format("%s: %s must be a floating-point tensor, got %s", name, what, x:dtype()))
-    end
-  end
-
+  local shape_str = args.shape_str
+  local is_int = args.is_int
+  local need_tensor = args.need_tensor
+  local need_float = args.need_float
   local options = args.options
+  local need_bool = args.need_bool
+  local function list_str(l) return "{" .. table.concat(l, ", ") .. "}" end
+  local function on(x) return { dtype = x:dtype(), device = x:device() } end
 
   -- n sizes from an integer or a table of n (1-d also takes {n}); each at least lo.
   local function sizes(v, n, name, what, lo)
@@ -73,10 +64,7 @@ return function(nn)
   -- return_indices given as a boolean or as {return_indices = b}.
   local function indices_flag(v, name)
     if type(v) == "table" then v = options(v, name, { return_indices = true }).return_indices end
-    if v ~= nil and type(v) ~= "boolean" then
-      fail(string.format("%s: return_indices must be a boolean, got %s", name, type(v)))
-    end
-    return v == true
+    return need_bool(v, name, "return_indices")
   end
 
   -- -- adaptive max pooling ------------------------------------------------------------
@@ -318,9 +306,7 @@ return function(nn)
   -- keeps its gradient 0 where a window sums to 0, as torch's composition.
   local function lp_pool(name, x4, p, k, opts, x)
     local s = sizes(opts.stride == nil and k or opts.stride, 2, name, "stride", 1)
-    if opts.ceil_mode ~= nil and type(opts.ceil_mode) ~= "boolean" then
-      fail(string.format("%s: ceil_mode must be a boolean, got %s", name, type(opts.ceil_mode)))
-    end
+    need_bool(opts.ceil_mode, name, "ceil_mode")
     if x4:size(3) < k[1] or x4:size(4) < k[2] then
       fail(string.format("%s: kernel_size %s is larger than the input %s", name,
         x and tostring(k[2]) or list_str(k), shape_str(x or x4)))
@@ -512,9 +498,7 @@ return function(nn)
         fail(string.format("%s: size must hold positive sizes (N may be 0), got %s", name, list_str(size)))
       end
     end
-    if align_corners ~= nil and type(align_corners) ~= "boolean" then
-      fail(string.format("%s: align_corners must be a boolean, got %s", name, type(align_corners)))
-    end
+    need_bool(align_corners, name, "align_corners")
     local n, h, w = size[1], size[3], size[4]
     if theta:dim() ~= 3 or theta:size(1) ~= n or theta:size(2) ~= 2 or theta:size(3) ~= 3 then
       fail(string.format("%s: theta must be a batch of 2-d affine matrices [%d, 2, 3] for size %s, got shape %s",
@@ -587,9 +571,7 @@ return function(nn)
         tostring(padding_mode)))
     end
     local ac = opts.align_corners
-    if ac ~= nil and type(ac) ~= "boolean" then
-      fail(string.format("%s: align_corners must be a boolean, got %s", name, type(ac)))
-    end
+    need_bool(ac, name, "align_corners")
     if input:dim() ~= 4 or grid:dim() ~= 4 then
       fail(string.format("%s: expects a 4-d input [N, C, H, W] and grid [N, oH, oW, 2] (2-d sampling), got %s and %s",
         name, shape_str(input), shape_str(grid)))
