@@ -29,9 +29,14 @@ function M.options(opts, name, known)
   return opts
 end
 
---- Checks that x (the argument `what` of `name`) is a tensor.
+--- x, checked to be a tensor: `what` names the argument of `name` ("input"),
+-- or gives its position ("argument 2"; nil: 1).
 function M.need_tensor(x, name, what)
-  if not is_tensor(x) then fail(fmt("%s: %s must be a tensor, got %s", name, what, type(x))) end
+  if not is_tensor(x) then
+    local arg = type(what) == "string" and what or fmt("argument %d", what or 1)
+    fail(fmt("%s: %s must be a tensor, got %s", name, arg, type(x)))
+  end
+  return x
 end
 
 --- Checks that x (the argument `what` of `name`) is a floating-point tensor.

@@ -17,13 +17,7 @@ local LN2 = math.log(2)
 
 local is_int = args.is_int
 local options = args.options
-
-local function need_tensor(x, name, pos)
-  if not is_tensor(x) then
-    fail(fmt("%s: argument %d must be a tensor, got %s", name, pos or 1, type(x)))
-  end
-  return x
-end
+local need_tensor = args.need_tensor
 
 -- A tensor, or a Lua number/boolean as a 0-d wrapped number (weak in type promotion).
 local function operand(x, name, pos)

@@ -8,17 +8,15 @@
 local B = require "bindings.ffi"
 local args = require "tide.args"
 local T = require "tide.tensor"
-local fail, is_tensor = B.fail, T.is_tensor
+local fail = B.fail
 local fmt, huge = string.format, math.huge
 
-local function need_tensor(x, name, pos)
-  if not is_tensor(x) then fail(fmt("%s: argument %d must be a tensor, got %s", name, pos or 1, type(x))) end
-  return x
-end
+local need_tensor = args.need_tensor
+local options = args.options
 
 -- x as matrices: `what` names the argument (A, B, L), as the ops' shape rules do.
 local function need_matrix(x, name, what, square)
-  if not is_tensor(x) then fail(fmt("%s: %s must be a tensor, got %s", name, what, type(x))) end
+  need_tensor(x, name, what)
   local shape = "[" .. table.concat(x:shape(), ",") .. "]"
   if x:dim() < 2 then
     fail(fmt("%s: %s must have at least 2 dimensions (a matrix or a batch of them), got shape %s", name, what, shape))
@@ -28,8 +26,6 @@ local function need_matrix(x, name, what, square)
   end
   return x
 end
-
-local options = args.options
 
 local function flag(v, name, what)
   if v ~= nil and type(v) ~= "boolean" then fail(fmt("%s: %s must be a boolean, got %s", name, what, type(v))) end
