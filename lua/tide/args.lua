@@ -12,6 +12,19 @@ local M = {}
 --- Whether v is a number holding an integer that a double represents exactly.
 function M.is_int(v) return type(v) == "number" and v == floor(v) and v > -2^53 and v < 2^53 end
 
+--- v, checked to be an integer (is_int), and at least lo where lo is given
+-- (0: "a non-negative integer", 1: "a positive integer").
+function M.need_int(v, name, what, lo)
+  if not M.is_int(v) or (lo and v < lo) then
+    fail(fmt("%s: %s must be %s integer, got %s", name, what,
+      lo == 0 and "a non-negative" or lo == 1 and "a positive" or "an", tostring(v)))
+  end
+  return v
+end
+
+--- v, checked to be a positive integer.
+function M.positive(v, name, what) return M.need_int(v, name, what, 1) end
+
 --- A tensor's shape as "[2,3]".
 function M.shape_str(t) return "[" .. table.concat(t:shape(), ",") .. "]" end
 

@@ -18,6 +18,7 @@ local LN2 = math.log(2)
 local is_int = args.is_int
 local options = args.options
 local need_tensor = args.need_tensor
+local need_int = args.need_int
 
 -- A tensor, or a Lua number/boolean as a 0-d wrapped number (weak in type promotion).
 local function operand(x, name, pos)
@@ -25,14 +26,6 @@ local function operand(x, name, pos)
   local tx = type(x)
   if tx == "number" or tx == "boolean" then return T.scalar(x) end
   fail(fmt("%s: argument %d must be a tensor or a number, got %s", name, pos, tx))
-end
-
-local function need_int(v, name, what, lo)
-  if not is_int(v) or (lo and v < lo) then
-    fail(fmt("%s: %s must be %s integer, got %s", name, what,
-      lo == 0 and "a non-negative" or lo == 1 and "a positive" or "an", tostring(v)))
-  end
-  return v
 end
 
 -- A dimension of an n-d tensor (1-based, negative from the end) as a positive one.

@@ -22,6 +22,7 @@ return function(nn)
   local need_float = args.need_float
   local options = args.options
   local need_bool = args.need_bool
+  local positive = args.positive
 
   -- An integer given as a number or a table {n} (1-d options, as PyTorch's (n,)).
   local function single(v, name, what, default)
@@ -43,13 +44,6 @@ return function(nn)
         type(v) == "table" and ("a table of " .. #v) or tostring(v)))
     end
     return v[1], v[2]
-  end
-
-  local function positive(v, name, what)
-    if not is_int(v) or v < 1 then
-      fail(string.format("%s: %s must be a positive integer, got %s", name, what, tostring(v)))
-    end
-    return v
   end
 
   -- n, or the n of a table {n}, as a string

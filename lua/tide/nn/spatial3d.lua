@@ -23,6 +23,7 @@ return function(nn)
   local need_float = args.need_float
   local options = args.options
   local need_bool = args.need_bool
+  local positive = args.positive
   local function list_str(l) return "{" .. table.concat(l, ", ") .. "}" end
   local function on(x) return { dtype = x:dtype(), device = x:device() } end
 
@@ -43,13 +44,6 @@ return function(nn)
         list_str(r)))
     end
     return r
-  end
-
-  local function positive(v, name, what)
-    if not is_int(v) or v < 1 then
-      fail(string.format("%s: %s must be a positive integer, got %s", name, what, tostring(v)))
-    end
-    return v
   end
 
   -- Runs f on a 5-d x, or on a 4-d x as a batch of one (the results lose that dim again).

@@ -23,6 +23,7 @@ return function(nn)
   local need_float = args.need_float
   local options = args.options
   local need_bool = args.need_bool
+  local positive = args.positive
   local function list_str(l) return "{" .. table.concat(l, ", ") .. "}" end
   local function on(x) return { dtype = x:dtype(), device = x:device() } end
 
@@ -395,9 +396,7 @@ return function(nn)
       fail(string.format("%s: expects an input of at least 3 dimensions (N, C, ...), got shape %s", name,
         shape_str(x)))
     end
-    if not is_int(size) or size < 1 then
-      fail(string.format("%s: size must be a positive integer, got %s", name, tostring(size)))
-    end
+    positive(size, name, "size")
     alpha, beta, k = alpha == nil and 1e-4 or alpha, beta == nil and 0.75 or beta, k == nil and 1 or k
     for _, v in ipairs { { alpha, "alpha" }, { beta, "beta" }, { k, "k" } } do
       if type(v[1]) ~= "number" or v[1] ~= v[1] then
@@ -417,9 +416,7 @@ return function(nn)
   local LocalResponseNorm = Module:extend("LocalResponseNorm")
   function LocalResponseNorm:init(size, alpha, beta, k)
     if type(alpha) == "table" then alpha, beta, k = alpha.alpha, alpha.beta, alpha.k end
-    if not is_int(size) or size < 1 then
-      fail(string.format("LocalResponseNorm: size must be a positive integer, got %s", tostring(size)))
-    end
+    positive(size, "LocalResponseNorm", "size")
     self.size, self.alpha, self.beta, self.k = size, alpha or 1e-4, beta or 0.75, k or 1
   end
   function LocalResponseNorm:forward(x) return F.local_response_norm(x, self.size, self.alpha, self.beta, self.k) end
@@ -427,13 +424,6 @@ return function(nn)
     return string.format("%d, alpha=%g, beta=%g, k=%g", self.size, self.alpha, self.beta, self.k)
   end
   nn.LocalResponseNorm = LocalResponseNorm
-
-  local function need_groups(groups, name)
-    if not is_int(groups) or groups < 1 then
-      fail(string.format("%s: groups must be a positive integer, got %s", name, tostring(groups)))
-    end
-    return groups
-  end
 
   --- F.channel_shuffle(x, groups): splits the C channels of x [N, C, *] into
   -- groups and interleaves them (channel g * C/groups + j goes to j * groups + g),
@@ -443,7 +433,7 @@ return function(nn)
   function F.channel_shuffle(x, groups)
     local name = "channel_shuffle"
     need_tensor(x, name, "input")
-    need_groups(groups, name)
+    positive(groups, name, "groups")
     if x:dim() < 3 then
       fail(string.format("%s: expects an input of at least 3 dimensions (N, C, *), got shape %s", name, shape_str(x)))
     end
@@ -461,7 +451,7 @@ return function(nn)
   --- nn.ChannelShuffle(groups): F.channel_shuffle as a module.
   -- @usage local shuffle = nn.ChannelShuffle(2)
   local ChannelShuffle = Module:extend("ChannelShuffle")
-  function ChannelShuffle:init(groups) self.groups = need_groups(groups, "ChannelShuffle") end
+  function ChannelShuffle:init(groups) self.groups = positive(groups, "ChannelShuffle", "groups") end
   function ChannelShuffle:forward(x) return F.channel_shuffle(x, self.groups) end
   function ChannelShuffle:extra_repr() return "groups=" .. self.groups end
   nn.ChannelShuffle = ChannelShuffle
