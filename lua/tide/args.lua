@@ -28,6 +28,9 @@ function M.positive(v, name, what) return M.need_int(v, name, what, 1) end
 --- A tensor's shape as "[2,3]".
 function M.shape_str(t) return "[" .. table.concat(t:shape(), ",") .. "]" end
 
+--- A list of numbers as "{2, 3}".
+function M.list_str(l) return "{" .. table.concat(l, ", ") .. "}" end
+
 --- opts checked to be nil (giving {}) or a table; with `known` (a set of
 -- keys) also that it has no other key.
 -- @usage opts = args.options(opts, "conv1d", { stride = true, padding = true })

@@ -15,6 +15,7 @@ local is_tensor = tide.is_tensor
 local shape_str = args.shape_str
 local options = args.options
 local need_bool = args.need_bool
+local list_str = args.list_str
 
 local function is_count(v) return type(v) == "number" and v >= 0 and v == math.floor(v) end
 
@@ -47,8 +48,6 @@ local function int_list(v, fname, what)
   end
   return r
 end
-
-local function list_str(l) return "{" .. table.concat(l, ", ") .. "}" end
 
 -- The order that sorts lens by decreasing length, ties in their given order.
 local function decreasing(lens)

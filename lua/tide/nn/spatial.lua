@@ -6,6 +6,7 @@
 local tide = require "tide"
 local B = require "bindings.ffi"
 local args = require "tide.args"
+local helpers = require "tide.nn.helpers"
 local ffi = require "ffi"
 local fail = B.fail
 local no_grad = tide.no_grad
@@ -36,34 +37,16 @@ return function(nn)
   end
 
   -- h, w of a number or a table {h, w}.
-  local function pair(v, name, what, default)
-    if v == nil then v = default end
-    if is_int(v) then return v, v end
-    if type(v) ~= "table" or #v ~= 2 or not is_int(v[1]) or not is_int(v[2]) then
-      fail(string.format("%s: %s must be an integer or a table {h, w} of integers, got %s", name, what,
-        type(v) == "table" and ("a table of " .. #v) or tostring(v)))
-    end
-    return v[1], v[2]
-  end
+  local function pair(v, name, what, default) return unpack(helpers.sizes(v, 2, name, what, default)) end
 
   -- n, or the n of a table {n}, as a string
   local function one(v) return tostring(type(v) == "table" and v[1] or v) end
 
-  local function on(x) return { dtype = x:dtype(), device = x:device() } end
+  local on = helpers.on
 
-  -- Runs f on x with a batch dim: x has `batched` dims, or one fewer (unbatched;
-  -- the result loses the batch dim again).
+  -- f on x with a batch dim: x has `batched` dims, or one fewer; the errors here name x's dims.
   local function with_batch(name, x, batched, layout, f)
-    need_tensor(x, name, "input")
-    if x:dim() == batched - 1 then
-      local a, b = f(x:unsqueeze(1))
-      return a:squeeze(1), b and b:squeeze(1)
-    end
-    if x:dim() ~= batched then
-      fail(string.format("%s: expects a %d-d (%s) or %d-d (N, %s) input, got %d-d", name, batched - 1, layout,
-        batched, layout, x:dim()))
-    end
-    return f(x)
+    return helpers.with_batch(name, x, batched, layout, f, true)
   end
 
   -- Checks a 1-d window (kernel k, stride s, padding p, dilation d) over x3's last dim.

@@ -7,6 +7,7 @@
 local tide = require "tide"
 local B = require "bindings.ffi"
 local args = require "tide.args"
+local helpers = require "tide.nn.helpers"
 local ffi = require "ffi"
 local fail = B.fail
 local is_tensor = tide.is_tensor
@@ -24,41 +25,14 @@ return function(nn)
   local options = args.options
   local need_bool = args.need_bool
   local positive = args.positive
-  local function list_str(l) return "{" .. table.concat(l, ", ") .. "}" end
-  local function on(x) return { dtype = x:dtype(), device = x:device() } end
+  local list_str = args.list_str
+  local on = helpers.on
 
   -- {d, h, w} of an integer or a table of 3 integers (v nil: default), each at least lo.
-  local function triple(v, name, what, default, lo)
-    if v == nil then v = default end
-    local r
-    if is_int(v) then
-      r = { v, v, v }
-    elseif type(v) == "table" and #v == 3 and is_int(v[1]) and is_int(v[2]) and is_int(v[3]) then
-      r = { v[1], v[2], v[3] }
-    else
-      fail(string.format("%s: %s must be an integer or a table {d, h, w} of integers, got %s", name, what,
-        type(v) == "table" and ("a table of " .. #v) or tostring(v)))
-    end
-    if lo and (r[1] < lo or r[2] < lo or r[3] < lo) then
-      fail(string.format("%s: %s must be %s, got %s", name, what, lo == 0 and "non-negative" or "positive",
-        list_str(r)))
-    end
-    return r
-  end
+  local function triple(v, name, what, default, lo) return helpers.sizes(v, 3, name, what, default, lo) end
 
   -- Runs f on a 5-d x, or on a 4-d x as a batch of one (the results lose that dim again).
-  local function with_batch(name, x, f)
-    need_tensor(x, name, "input")
-    if x:dim() == 4 then
-      local a, b = f(x:unsqueeze(1))
-      return a:squeeze(1), b and b:squeeze(1)
-    end
-    if x:dim() ~= 5 then
-      fail(string.format("%s: expects a 4-d (C, D, H, W) or 5-d (N, C, D, H, W) input, got shape %s", name,
-        shape_str(x)))
-    end
-    return f(x)
-  end
+  local function with_batch(name, x, f) return helpers.with_batch(name, x, 5, "C, D, H, W", f) end
 
   -- Python's repr of a size: 3, or (3, 3, 3) for a table.
   local function tuple(v)
@@ -586,14 +560,6 @@ return function(nn)
     return pos, wts
   end
 
-  local function check_volume(name, x5)
-    for dim = 3, 5 do
-      if x5:size(dim) < 1 then
-        fail(string.format("%s: input %s has an empty spatial dimension %d", name, shape_str(x5), dim))
-      end
-    end
-  end
-
   --- F.adaptive_avg_pool3d(x, output_size): averages over windows that tile
   -- D, H and W into output_size (an integer or {d, h, w}), as
   -- torch.nn.functional.adaptive_avg_pool3d: adaptive_avg_pool2d over each
@@ -606,7 +572,7 @@ return function(nn)
     local o = triple(output_size, name, "output_size", nil, 1)
     return (with_batch(name, x, function(x5)
       need_float(x5, name, "input")
-      check_volume(name, x5)
+      helpers.need_spatial(name, x5, 3)
       local y2 = F.adaptive_avg_pool2d(planes(x5), { o[2], o[3] })
       return depth_sum(volume(y2, x5), adaptive_windows(x5:size(3), o[1]))
     end))
@@ -624,13 +590,10 @@ return function(nn)
   function F.adaptive_max_pool3d(x, output_size, return_indices)
     local name = "adaptive_max_pool3d"
     local o = triple(output_size, name, "output_size", nil, 1)
-    if type(return_indices) == "table" then
-      return_indices = options(return_indices, name, { return_indices = true }).return_indices
-    end
-    local want_idx = need_bool(return_indices, name, "return_indices")
+    local want_idx = helpers.indices_flag(return_indices, name)
     local y, idx = with_batch(name, x, function(x5)
       need_float(x5, name, "input")
-      check_volume(name, x5)
+      helpers.need_spatial(name, x5, 3)
       local y2, i2 = F.adaptive_max_pool2d(planes(x5), { o[2], o[3] }, want_idx)
       local pos = adaptive_windows(x5:size(3), o[1])
       return depth_max(volume(y2, x5), i2 and volume(i2, x5), pos, x5:size(4) * x5:size(5))

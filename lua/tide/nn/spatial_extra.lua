@@ -8,6 +8,7 @@
 local tide = require "tide"
 local B = require "bindings.ffi"
 local args = require "tide.args"
+local helpers = require "tide.nn.helpers"
 local fail = B.fail
 local is_tensor = tide.is_tensor
 local floor, ceil = math.floor, math.ceil
@@ -24,8 +25,11 @@ return function(nn)
   local options = args.options
   local need_bool = args.need_bool
   local positive = args.positive
-  local function list_str(l) return "{" .. table.concat(l, ", ") .. "}" end
-  local function on(x) return { dtype = x:dtype(), device = x:device() } end
+  local list_str = args.list_str
+  local on = helpers.on
+  local with_batch = helpers.with_batch
+  local indices_flag = helpers.indices_flag
+  local need_spatial = helpers.need_spatial
 
   -- n sizes from an integer or a table of n (1-d also takes {n}); each at least lo.
   local function sizes(v, n, name, what, lo)
@@ -45,27 +49,6 @@ return function(nn)
       end
     end
     return r
-  end
-
-  -- Runs f on x with a batch dim: x has `batched` dims, or one fewer (the
-  -- results lose the batch dim again).
-  local function with_batch(name, x, batched, layout, f)
-    need_tensor(x, name, "input")
-    if x:dim() == batched - 1 then
-      local a, b = f(x:unsqueeze(1))
-      return a:squeeze(1), b and b:squeeze(1)
-    end
-    if x:dim() ~= batched then
-      fail(string.format("%s: expects a %d-d (%s) or %d-d (N, %s) input, got shape %s", name, batched - 1, layout,
-        batched, layout, shape_str(x)))
-    end
-    return f(x)
-  end
-
-  -- return_indices given as a boolean or as {return_indices = b}.
-  local function indices_flag(v, name)
-    if type(v) == "table" then v = options(v, name, { return_indices = true }).return_indices end
-    return need_bool(v, name, "return_indices")
   end
 
   -- -- adaptive max pooling ------------------------------------------------------------
@@ -93,14 +76,6 @@ return function(nn)
     return v, idx
   end
 
-  local function check_plane(name, x, first)
-    for d = first, x:dim() do
-      if x:size(d) < 1 then
-        fail(string.format("%s: input %s has an empty spatial dimension %d", name, shape_str(x), d))
-      end
-    end
-  end
-
   --- F.adaptive_max_pool1d(x, output_size, return_indices): the maxima of
   -- output_size windows that tile L (window i spanning floor(i L / out) to
   -- ceil((i + 1) L / out), as PyTorch's), and with return_indices their
@@ -116,7 +91,7 @@ return function(nn)
     local want_idx = indices_flag(return_indices, name)
     local y, idx = with_batch(name, x, 3, "C, L", function(x3)
       need_float(x3, name, "input")
-      check_plane(name, x3, 3)
+      need_spatial(name, x3, 3)
       local pos, K = windows(x3:size(3), out, x3:device())
       return window_max(x3, pos, out, K)
     end)
@@ -138,7 +113,7 @@ return function(nn)
     local want_idx = indices_flag(return_indices, name)
     local y, idx = with_batch(name, x, 4, "C, H, W", function(x4)
       need_float(x4, name, "input")
-      check_plane(name, x4, 3)
+      need_spatial(name, x4, 3)
       local n, c, h, w = x4:size(1), x4:size(2), x4:size(3), x4:size(4)
       local rows, kh = windows(h, out[1], x4:device())
       local cols, kw = windows(w, out[2], x4:device())
