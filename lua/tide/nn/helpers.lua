@@ -1,7 +1,10 @@
 --- tide.nn.helpers: what the spatial modules (spatial.lua, spatial_extra.lua,
 -- spatial3d.lua) share: running on unbatched input, sizes given as an integer
--- or a table, return_indices, empty spatial dims. The argument checks of all
--- of tide are in tide.args; what one file alone needs stays in that file.
+-- or a table, return_indices, empty spatial dims, the checks of a
+-- convolution's channels, groups and bias, and a convolution layer's setup.
+-- The argument checks of all of tide are in tide.args; what one file alone
+-- needs stays in that file.
+local tide = require "tide"
 local B = require "bindings.ffi"
 local args = require "tide.args"
 local fail = B.fail
@@ -67,6 +70,85 @@ function M.need_spatial(name, x, first)
     if x:size(d) < 1 then
       fail(string.format("%s: input %s has an empty spatial dimension %d", name, shape_str(x), d))
     end
+  end
+end
+
+-- -- convolutions ------------------------------------------------------------------------
+
+--- Checks that bias (if given) is [o].
+function M.need_bias(name, bias, o)
+  if bias == nil then return end
+  args.need_tensor(bias, name, "bias")
+  if bias:dim() ~= 1 or bias:size(1) ~= o then
+    fail(string.format("%s: bias of shape %s does not match the %d output channels", name, shape_str(bias), o))
+  end
+end
+
+--- The groups (opts.groups, default 1) of a convolution of x [N, C, ...] by
+-- weight [O, C/groups, ...], checked against both, and the bias checked.
+function M.conv_groups(name, x, weight, bias, opts)
+  local groups = args.positive(opts.groups == nil and 1 or opts.groups, name, "groups")
+  local c, o, cg = x:size(2), weight:size(1), weight:size(2)
+  if c ~= cg * groups then
+    fail(string.format("%s: input %s has %d channels, but weight %s with groups %d expects %d", name, shape_str(x),
+      c, shape_str(weight), groups, cg * groups))
+  end
+  if o % groups ~= 0 then
+    fail(string.format("%s: the %d output channels of weight %s are not divisible by groups %d", name, o,
+      shape_str(weight), groups))
+  end
+  M.need_bias(name, bias, o)
+  return groups
+end
+
+--- The groups of a transposed convolution of x [N, C, ...] by weight [C,
+-- O/groups, ...], checked, and the bias [O] checked. xs and ws: the shapes
+-- of the input and weight the user gave, for the message (default x's, weight's).
+function M.conv_transpose_groups(name, x, weight, bias, opts, xs, ws)
+  local groups = args.positive(opts.groups == nil and 1 or opts.groups, name, "groups")
+  local cin = weight:size(1)
+  if x:size(2) ~= cin or cin % groups ~= 0 then
+    fail(string.format("%s: input %s has %d channels, but weight %s with groups %d expects %d, divisible by groups",
+      name, xs or shape_str(x), x:size(2), ws or shape_str(weight), groups, cin))
+  end
+  M.need_bias(name, bias, weight:size(2) * groups)
+  return groups
+end
+
+local PAD_MODES = { reflect = true, replicate = true, circular = true }
+
+--- Sets up a convolution layer: its sizes and options, and the parameters
+-- weight ([out, in/groups, k...], or [in, out/groups, k...] transposed) and
+-- bias, drawn by self:reset_parameters(). kernel() parses kernel_size (as a
+-- table), after the channels and groups are checked.
+function M.conv_init(self, cname, transposed, in_channels, out_channels, kernel, opts)
+  opts = args.options(opts, cname)
+  local groups = opts.groups or 1
+  args.positive(in_channels, cname, "in_channels")
+  args.positive(out_channels, cname, "out_channels")
+  args.positive(groups, cname, "groups")
+  if in_channels % groups ~= 0 or out_channels % groups ~= 0 then
+    fail(string.format("%s: in_channels (%d) and out_channels (%d) must be divisible by groups (%d)", cname,
+      in_channels, out_channels, groups))
+  end
+  local k = kernel()
+  local mode = opts.padding_mode or "zeros"
+  if mode ~= "zeros" and (transposed or not PAD_MODES[mode]) then
+    fail(string.format("%s: padding_mode must be %s, got %s", cname,
+      transposed and "'zeros'" or "'zeros', 'reflect', 'replicate' or 'circular'", tostring(mode)))
+  end
+  self.in_channels, self.out_channels, self.kernel_size, self.groups = in_channels, out_channels, k, groups
+  self.stride, self.padding, self.dilation = opts.stride or 1, opts.padding or 0, opts.dilation or 1
+  self.padding_mode = mode
+  if transposed then self.output_padding = opts.output_padding or 0 end
+  local shape = transposed and { in_channels, out_channels / groups } or { out_channels, in_channels / groups }
+  for i = 1, #k do shape[2 + i] = k[i] end
+  local to = { dtype = opts.dtype or "float32", device = opts.device }
+  self:register_parameter("weight", tide.empty(shape, to))
+  if opts.bias ~= false then self:register_parameter("bias", tide.empty({ out_channels }, to)) end
+  self:reset_parameters()
+  if not transposed and mode ~= "zeros" and type(self.padding) == "string" then
+    fail(string.format("%s: padding='%s' needs padding_mode 'zeros', got '%s'", cname, self.padding, mode))
   end
 end
 

@@ -218,18 +218,6 @@ return function(nn)
 
   local CONV_OPTS = { stride = true, padding = true, dilation = true, groups = true }
 
-  local function conv_groups(name, opts)
-    return positive(opts.groups == nil and 1 or opts.groups, name, "groups")
-  end
-
-  local function need_bias(name, bias, o)
-    if bias == nil then return end
-    need_tensor(bias, name, "bias")
-    if bias:dim() ~= 1 or bias:size(1) ~= o then
-      fail(string.format("%s: bias of shape %s does not match the %d output channels", name, shape_str(bias), o))
-    end
-  end
-
   --- F.conv1d(x, weight, bias, {stride=1, padding=0, dilation=1, groups=1}): 1-d
   -- cross-correlation, as torch.nn.functional.conv1d: conv2d on [N, C, 1, L].
   -- @param x [N, C, L] or [C, L]
@@ -247,16 +235,7 @@ return function(nn)
         shape_str(weight)))
     end
     return (with_batch("conv1d", x, 3, "C, L", function(x3)
-      local groups = conv_groups("conv1d", opts)
-      if x3:size(2) ~= weight:size(2) * groups then
-        fail(string.format("conv1d: input %s has %d channels, but weight %s with groups %d expects %d", shape_str(x3),
-          x3:size(2), shape_str(weight), groups, weight:size(2) * groups))
-      end
-      if weight:size(1) % groups ~= 0 then
-        fail(string.format("conv1d: the %d output channels of weight %s are not divisible by groups %d",
-          weight:size(1), shape_str(weight), groups))
-      end
-      need_bias("conv1d", bias, weight:size(1))
+      local groups = helpers.conv_groups("conv1d", x3, weight, bias, opts)
       local s = single(opts.stride, "conv1d", "stride", 1)
       local d = single(opts.dilation, "conv1d", "dilation", 1)
       local p = opts.padding
@@ -298,13 +277,8 @@ return function(nn)
   local function conv_transpose(name, x4, weight, bias, opts, x1, w1)
     local function sizes(a, b) return x1 and tostring(b) or string.format("{%d, %d}", a, b) end
     local xs, ws = shape_str(x1 or x4), shape_str(w1 or weight)
-    local groups = conv_groups(name, opts)
+    local groups = helpers.conv_transpose_groups(name, x4, weight, bias, opts, xs, ws)
     local cin, cout_g, kh, kw = weight:size(1), weight:size(2), weight:size(3), weight:size(4)
-    if x4:size(2) ~= cin or cin % groups ~= 0 then
-      fail(string.format("%s: input %s has %d channels, but weight %s with groups %d expects %d, divisible by groups",
-        name, xs, x4:size(2), ws, groups, cin))
-    end
-    need_bias(name, bias, cout_g * groups)
     local sh, sw = pair(opts.stride, name, "stride", 1)
     local ph, pw = pair(opts.padding, name, "padding", 0)
     local oph, opw = pair(opts.output_padding, name, "output_padding", 0)
@@ -401,33 +375,11 @@ return function(nn)
 
   -- Shared by Conv1d, ConvTranspose1d and ConvTranspose2d: n spatial dims.
   local function conv_init(self, cname, n, transposed, in_channels, out_channels, kernel_size, opts)
-    opts = options(opts, cname)
-    local groups = opts.groups or 1
-    positive(in_channels, cname, "in_channels")
-    positive(out_channels, cname, "out_channels")
-    positive(groups, cname, "groups")
-    if in_channels % groups ~= 0 or out_channels % groups ~= 0 then
-      fail(string.format("%s: in_channels (%d) and out_channels (%d) must be divisible by groups (%d)", cname,
-        in_channels, out_channels, groups))
-    end
-    local k = kernel_size
-    if n == 1 then k = { single(k, cname, "kernel_size") } else k = { pair(k, cname, "kernel_size") } end
-    for i = 1, n do positive(k[i], cname, "kernel_size") end
-    local mode = opts.padding_mode or "zeros"
-    if mode ~= "zeros" and (transposed or not PAD_MODES[mode] or mode == "constant") then
-      fail(string.format("%s: padding_mode must be %s, got %s", cname,
-        transposed and "'zeros'" or "'zeros', 'reflect', 'replicate' or 'circular'", tostring(mode)))
-    end
-    self.in_channels, self.out_channels, self.kernel_size, self.groups = in_channels, out_channels, k, groups
-    self.stride, self.padding, self.dilation = opts.stride or 1, opts.padding or 0, opts.dilation or 1
-    self.padding_mode = mode
-    if transposed then self.output_padding = opts.output_padding or 0 end
-    local shape = transposed and { in_channels, out_channels / groups } or { out_channels, in_channels / groups }
-    for i = 1, n do shape[#shape + 1] = k[i] end
-    local to = { dtype = opts.dtype or "float32", device = opts.device }
-    self:register_parameter("weight", tide.empty(shape, to))
-    if opts.bias ~= false then self:register_parameter("bias", tide.empty({ out_channels }, to)) end
-    self:reset_parameters()
+    helpers.conv_init(self, cname, transposed, in_channels, out_channels, function()
+      local k = n == 1 and { single(kernel_size, cname, "kernel_size") } or { pair(kernel_size, cname, "kernel_size") }
+      for i = 1, n do positive(k[i], cname, "kernel_size") end
+      return k
+    end, opts)
   end
 
   local function conv_repr(self, n)
@@ -461,9 +413,6 @@ return function(nn)
   local Conv1d = Module:extend("Conv1d")
   function Conv1d:init(in_channels, out_channels, kernel_size, opts)
     conv_init(self, "Conv1d", 1, false, in_channels, out_channels, kernel_size, opts)
-    if self.padding_mode ~= "zeros" and type(self.padding) == "string" then
-      fail(string.format("Conv1d: padding='%s' needs padding_mode 'zeros', got '%s'", self.padding, self.padding_mode))
-    end
   end
   --- Draws the weight and bias again, as at creation.
   function Conv1d:reset_parameters() init.reset_linear_(self.weight, self.bias) end

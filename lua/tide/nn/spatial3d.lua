@@ -118,14 +118,6 @@ return function(nn)
 
   local CONV_OPTS = { stride = true, padding = true, dilation = true, groups = true }
 
-  local function need_bias(name, bias, o)
-    if bias == nil then return end
-    need_tensor(bias, name, "bias")
-    if bias:dim() ~= 1 or bias:size(1) ~= o then
-      fail(string.format("%s: bias of shape %s does not match the %d output channels", name, shape_str(bias), o))
-    end
-  end
-
   -- A floating-point x, and a weight and bias of its dtype (checked here so
   -- that conv2d's own checks never speak for a 3-d call).
   local function need_dtypes(name, x, weight, bias)
@@ -161,19 +153,10 @@ return function(nn)
   -- weight's depth taps as input channels computes it (channels ordered
   -- group, tap, channel, so groups stay contiguous).
   local function conv3d(name, x, weight, bias, opts)
-    local groups = positive(opts.groups == nil and 1 or opts.groups, name, "groups")
+    local groups = helpers.conv_groups(name, x, weight, bias, opts)
     local N, C, D, H, W = x:size(1), x:size(2), x:size(3), x:size(4), x:size(5)
     local O, Cg = weight:size(1), weight:size(2)
     local k = { weight:size(3), weight:size(4), weight:size(5) }
-    if C ~= Cg * groups then
-      fail(string.format("%s: input %s has %d channels, but weight %s with groups %d expects %d", name, shape_str(x),
-        C, shape_str(weight), groups, Cg * groups))
-    end
-    if O % groups ~= 0 then
-      fail(string.format("%s: the %d output channels of weight %s are not divisible by groups %d", name, O,
-        shape_str(weight), groups))
-    end
-    need_bias(name, bias, O)
     need_dtypes(name, x, weight, bias)
     local s = triple(opts.stride, name, "stride", 1, 1)
     local d = triple(opts.dilation, name, "dilation", 1, 1)
@@ -238,16 +221,11 @@ return function(nn)
   -- with the weight's depth taps as extra output channels, then each (slice,
   -- tap) added at output depth slice * stride + tap * dilation - padding.
   local function conv_transpose3d(name, x, weight, bias, opts)
-    local groups = positive(opts.groups == nil and 1 or opts.groups, name, "groups")
+    local groups = helpers.conv_transpose_groups(name, x, weight, bias, opts)
     local N, Cin, D, H, W = x:size(1), x:size(2), x:size(3), x:size(4), x:size(5)
     local Og = weight:size(2)
     local k = { weight:size(3), weight:size(4), weight:size(5) }
-    if Cin ~= weight:size(1) or Cin % groups ~= 0 then
-      fail(string.format("%s: input %s has %d channels, but weight %s with groups %d expects %d, divisible by groups",
-        name, shape_str(x), Cin, shape_str(weight), groups, weight:size(1)))
-    end
     local O = Og * groups
-    need_bias(name, bias, O)
     need_dtypes(name, x, weight, bias)
     local s = triple(opts.stride, name, "stride", 1, 1)
     local p = triple(opts.padding, name, "padding", 0, 0)
@@ -313,34 +291,10 @@ return function(nn)
 
   -- -- convolution layers ------------------------------------------------------------------
 
-  local PAD_MODES = { zeros = true, reflect = true, replicate = true, circular = true }
-
   local function conv_init(self, cname, transposed, in_channels, out_channels, kernel_size, opts)
-    opts = options(opts, cname)
-    local groups = opts.groups or 1
-    positive(in_channels, cname, "in_channels")
-    positive(out_channels, cname, "out_channels")
-    positive(groups, cname, "groups")
-    if in_channels % groups ~= 0 or out_channels % groups ~= 0 then
-      fail(string.format("%s: in_channels (%d) and out_channels (%d) must be divisible by groups (%d)", cname,
-        in_channels, out_channels, groups))
-    end
-    local k = triple(kernel_size, cname, "kernel_size", nil, 1)
-    local mode = opts.padding_mode or "zeros"
-    if mode ~= "zeros" and (transposed or not PAD_MODES[mode]) then
-      fail(string.format("%s: padding_mode must be %s, got %s", cname,
-        transposed and "'zeros'" or "'zeros', 'reflect', 'replicate' or 'circular'", tostring(mode)))
-    end
-    self.in_channels, self.out_channels, self.kernel_size, self.groups = in_channels, out_channels, k, groups
-    self.stride, self.padding, self.dilation = opts.stride or 1, opts.padding or 0, opts.dilation or 1
-    self.padding_mode = mode
-    if transposed then self.output_padding = opts.output_padding or 0 end
-    local shape = transposed and { in_channels, out_channels / groups } or { out_channels, in_channels / groups }
-    for i = 1, 3 do shape[2 + i] = k[i] end
-    local to = { dtype = opts.dtype or "float32", device = opts.device }
-    self:register_parameter("weight", tide.empty(shape, to))
-    if opts.bias ~= false then self:register_parameter("bias", tide.empty({ out_channels }, to)) end
-    self:reset_parameters()
+    helpers.conv_init(self, cname, transposed, in_channels, out_channels, function()
+      return triple(kernel_size, cname, "kernel_size", nil, 1)
+    end, opts)
   end
 
   -- v as PyTorch prints a module's size: always a tuple of 3.
@@ -372,9 +326,6 @@ return function(nn)
   local Conv3d = Module:extend("Conv3d")
   function Conv3d:init(in_channels, out_channels, kernel_size, opts)
     conv_init(self, "Conv3d", false, in_channels, out_channels, kernel_size, opts)
-    if self.padding_mode ~= "zeros" and type(self.padding) == "string" then
-      fail(string.format("Conv3d: padding='%s' needs padding_mode 'zeros', got '%s'", self.padding, self.padding_mode))
-    end
   end
   --- Draws the weight and bias again, as at creation.
   function Conv3d:reset_parameters() init.reset_linear_(self.weight, self.bias) end
