@@ -6,6 +6,7 @@
 -- needs stays in that file.
 local tide = require "tide"
 local B = require "bindings.ffi"
+local ffi = require "ffi"
 local args = require "tide.args"
 local fail = B.fail
 local is_int, shape_str, list_str = args.is_int, args.shape_str, args.list_str
@@ -150,6 +151,88 @@ function M.conv_init(self, cname, transposed, in_channels, out_channels, kernel,
   if not transposed and mode ~= "zeros" and type(self.padding) == "string" then
     fail(string.format("%s: padding='%s' needs padding_mode 'zeros', got '%s'", cname, self.padding, mode))
   end
+end
+
+-- -- resampling (interpolate) ----------------------------------------------------------------
+
+local function f32(v) return tonumber(ffi.new("float", v)) end
+
+--- x resampled along dim d from n to m elements by nearest neighbour; s the
+-- scale factor the user gave (the coordinate scale is then 1/s), or nil. As
+-- PyTorch, in float32: src = min(floor(dst * scale), n - 1) ("nearest"), or
+-- floor((dst + 0.5) * scale) ("nearest-exact").
+function M.nearest_dim(x, d, n, m, s, exact)
+  if not exact and m == n then return x end
+  local scale = f32(s and 1 / s or f32(n) / f32(m))
+  local src = tide.arange(0, m, { dtype = "float32", device = x:device() })
+  if exact then src = src + 0.5 end
+  if not exact and m == 2 * n then scale = 0.5 end
+  local idx = (src * scale):floor():clamp(nil, n - 1):long() + 1
+  return x:index_select(d, idx)
+end
+
+--- x resampled along dim d (counted from the end: -1, -2, -3) from n to m
+-- elements by linear interpolation, as PyTorch's upsample_linear/bilinear/trilinear
+-- (in float32 for float32 input): src = dst * (n - 1) / (m - 1) with
+-- align_corners, else max((dst + 0.5) * scale - 0.5, 0); then the two
+-- neighbours floor(src) and the one after (clamped) weighted by 1 - frac, frac.
+function M.linear_dim(x, d, n, m, s, align_corners)
+  local dtype = x:dtype() == "float64" and "float64" or "float32"
+  local round = dtype == "float32" and f32 or function(v) return v end
+  local src = tide.arange(0, m, { dtype = dtype, device = x:device() })
+  if align_corners then
+    src = src * round(m > 1 and (n - 1) / (m - 1) or 0)
+  else
+    local scale = round(s and 1 / s or round(n) / round(m))
+    src = ((src + 0.5) * scale - 0.5):clamp(0)
+  end
+  local i0 = src:floor():clamp(nil, n - 1)
+  local lam = (src - i0):clamp(0, 1)
+  local i1 = (i0 + 1):clamp(nil, n - 1)
+  local shape = { m }
+  for i = 2, -d do shape[i] = 1 end   -- lam broadcast over the dims after d
+  lam = lam:to(x:dtype()):view(shape)
+  local a = x:index_select(x:dim() + d + 1, i0:long() + 1)
+  local b = x:index_select(x:dim() + d + 1, i1:long() + 1)
+  return a * (-lam + 1) + b * lam
+end
+
+--- Checks that interpolate got exactly one of size and scale_factor.
+function M.need_size_or_scale(size, sf)
+  if (size == nil) == (sf == nil) then
+    fail(size and "interpolate: only one of size or scale_factor should be defined"
+      or "interpolate: either size or scale_factor should be defined")
+  end
+end
+
+--- The output size of spatial dim i (of k) of x, from interpolate's size or
+-- scale_factor (one number, or a table of k), and the scale factor that
+-- resamples it (nil: from the sizes; always with size, or recompute).
+function M.interp_size(x, i, k, size, sf, recompute)
+  local v = sf
+  if size ~= nil then v = size end
+  if type(v) == "table" then
+    if #v ~= k then
+      fail(string.format("interpolate: %s must have %d values for input %s, got %d",
+        size ~= nil and "size" or "scale_factor", k, shape_str(x), #v))
+    end
+    v = v[i]
+  end
+  if size ~= nil then
+    if not is_int(v) or v < 1 then
+      fail(string.format("interpolate: sizes must be positive integers, got %s", tostring(v)))
+    end
+    return v
+  end
+  if type(v) ~= "number" or not (v > 0) then
+    fail(string.format("interpolate: scale factors must be positive numbers, got %s", tostring(v)))
+  end
+  local out = math.floor(x:size(2 + i) * v)
+  if out < 1 then
+    fail(string.format("interpolate: scale_factor %g makes dimension %d of input %s empty", v, 2 + i, shape_str(x)))
+  end
+  if not recompute then return out, v end
+  return out
 end
 
 return M

@@ -7,7 +7,6 @@ local tide = require "tide"
 local B = require "bindings.ffi"
 local args = require "tide.args"
 local helpers = require "tide.nn.helpers"
-local ffi = require "ffi"
 local fail = B.fail
 local no_grad = tide.no_grad
 local floor = math.floor
@@ -786,46 +785,7 @@ return function(nn)
   local INTERP_OPTS = { size = true, scale_factor = true, mode = true, align_corners = true,
                         recompute_scale_factor = true }
 
-  local function f32(v) return tonumber(ffi.new("float", v)) end
-
-  -- x resampled along dim d from n to m elements by nearest neighbour; s the
-  -- scale factor the user gave (the coordinate scale is then 1/s), or nil. As
-  -- PyTorch, in float32: src = min(floor(dst * scale), n - 1) ("nearest"), or
-  -- floor((dst + 0.5) * scale) ("nearest-exact").
-  local function nearest_dim(x, d, n, m, s, exact)
-    if not exact and m == n then return x end
-    local scale = f32(s and 1 / s or f32(n) / f32(m))
-    local src = tide.arange(0, m, { dtype = "float32", device = x:device() })
-    if exact then src = src + 0.5 end
-    if not exact and m == 2 * n then scale = 0.5 end
-    local idx = (src * scale):floor():clamp(nil, n - 1):long() + 1
-    return x:index_select(d, idx)
-  end
-
-  -- x resampled along dim d (counted from the end, -1 or -2) from n to m
-  -- elements by linear interpolation, as PyTorch's upsample_linear/bilinear
-  -- (in float32 for float32 input): src = dst * (n - 1) / (m - 1) with
-  -- align_corners, else max((dst + 0.5) * scale - 0.5, 0); then the two
-  -- neighbours floor(src) and the one after (clamped) weighted by 1 - frac, frac.
-  local function linear_dim(x, d, n, m, s, align_corners)
-    local dtype = x:dtype() == "float64" and "float64" or "float32"
-    local round = dtype == "float32" and f32 or function(v) return v end
-    local src = tide.arange(0, m, { dtype = dtype, device = x:device() })
-    if align_corners then
-      src = src * round(m > 1 and (n - 1) / (m - 1) or 0)
-    else
-      local scale = round(s and 1 / s or round(n) / round(m))
-      src = ((src + 0.5) * scale - 0.5):clamp(0)
-    end
-    local i0 = src:floor():clamp(nil, n - 1)
-    local lam = (src - i0):clamp(0, 1)
-    local i1 = (i0 + 1):clamp(nil, n - 1)
-    local shape = d == -1 and { m } or { m, 1 }
-    lam = lam:to(x:dtype()):view(shape)
-    local a = x:index_select(x:dim() + d + 1, i0:long() + 1)
-    local b = x:index_select(x:dim() + d + 1, i1:long() + 1)
-    return a * (-lam + 1) + b * lam
-  end
+  local nearest_dim, linear_dim = helpers.nearest_dim, helpers.linear_dim
 
   --- F.interpolate(x, opts): resamples the spatial dims of x, as
   -- torch.nn.functional.interpolate. opts {size, scale_factor, mode="nearest",
@@ -860,44 +820,11 @@ return function(nn)
     need_bool(ac, "interpolate", "align_corners")
     local k = nd - 2
     local size, sf = opts.size, opts.scale_factor
-    if (size == nil) == (sf == nil) then
-      fail(size and "interpolate: only one of size or scale_factor should be defined"
-        or "interpolate: either size or scale_factor should be defined")
-    end
+    helpers.need_size_or_scale(size, sf)
     local ins, outs, scales = {}, {}, {}
     for i = 1, k do
       ins[i] = x:size(2 + i)
-      if size ~= nil then
-        local v = size
-        if type(size) == "table" then
-          if #size ~= k then
-            fail(string.format("interpolate: size must have %d values for input %s, got %d", k, shape_str(x), #size))
-          end
-          v = size[i]
-        end
-        if not is_int(v) or v < 1 then
-          fail(string.format("interpolate: sizes must be positive integers, got %s", tostring(v)))
-        end
-        outs[i] = v
-      else
-        local v = sf
-        if type(sf) == "table" then
-          if #sf ~= k then
-            fail(string.format("interpolate: scale_factor must have %d values for input %s, got %d", k,
-              shape_str(x), #sf))
-          end
-          v = sf[i]
-        end
-        if type(v) ~= "number" or not (v > 0) then
-          fail(string.format("interpolate: scale factors must be positive numbers, got %s", tostring(v)))
-        end
-        outs[i] = floor(ins[i] * v)
-        if outs[i] < 1 then
-          fail(string.format("interpolate: scale_factor %g makes dimension %d of input %s empty", v, 2 + i,
-            shape_str(x)))
-        end
-        if not opts.recompute_scale_factor then scales[i] = v end
-      end
+      outs[i], scales[i] = helpers.interp_size(x, i, k, size, sf, opts.recompute_scale_factor)
       if ins[i] < 1 then fail(string.format("interpolate: input %s has an empty spatial dimension", shape_str(x))) end
     end
     if mode == "area" then

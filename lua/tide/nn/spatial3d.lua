@@ -8,7 +8,6 @@ local tide = require "tide"
 local B = require "bindings.ffi"
 local args = require "tide.args"
 local helpers = require "tide.nn.helpers"
-local ffi = require "ffi"
 local fail = B.fail
 local is_tensor = tide.is_tensor
 local floor, ceil, max, min = math.floor, math.ceil, math.max, math.min
@@ -651,71 +650,16 @@ return function(nn)
                         recompute_scale_factor = true }
   local MODES_5D = { nearest = true, ["nearest-exact"] = true, trilinear = true, area = true }
 
-  local function f32(v) return tonumber(ffi.new("float", v)) end
-
-  -- x [N, C, D, H, W] resampled along D from n to m slices by nearest
-  -- neighbour, as spatial.lua's nearest_dim (PyTorch's float32 arithmetic).
-  local function nearest_depth(x, n, m, s, exact)
-    if not exact and m == n then return x end
-    local scale = f32(s and 1 / s or f32(n) / f32(m))
-    local src = tide.arange(0, m, { dtype = "float32", device = x:device() })
-    if exact then src = src + 0.5 end
-    if not exact and m == 2 * n then scale = 0.5 end
-    return x:index_select(3, (src * scale):floor():clamp(nil, n - 1):long() + 1)
-  end
-
-  -- x [N, C, D, H, W] resampled along D from n to m slices by linear
-  -- interpolation, as spatial.lua's linear_dim (PyTorch's upsample_trilinear3d).
-  local function linear_depth(x, n, m, s, align_corners)
-    local dtype = x:dtype() == "float64" and "float64" or "float32"
-    local round = dtype == "float32" and f32 or function(v) return v end
-    local src = tide.arange(0, m, { dtype = dtype, device = x:device() })
-    if align_corners then
-      src = src * round(m > 1 and (n - 1) / (m - 1) or 0)
-    else
-      src = ((src + 0.5) * round(s and 1 / s or round(n) / round(m)) - 0.5):clamp(0)
-    end
-    local i0 = src:floor():clamp(nil, n - 1)
-    local lam = (src - i0):clamp(0, 1):to(x:dtype()):view(m, 1, 1)
-    local a = x:index_select(3, i0:long() + 1)
-    local b = x:index_select(3, (i0 + 1):clamp(nil, n - 1):long() + 1)
-    return a * (-lam + 1) + b * lam
-  end
-
   -- The output sizes and coordinate scales (nil: from the sizes) of a 5-d x.
   local function interp_sizes(x, size, sf, recompute)
-    if (size == nil) == (sf == nil) then
-      fail(size and "interpolate: only one of size or scale_factor should be defined"
-        or "interpolate: either size or scale_factor should be defined")
-    end
+    helpers.need_size_or_scale(size, sf)
     local outs, scales = {}, {}
     for i = 1, 3 do
-      local n = x:size(2 + i)
-      if n < 1 then fail(string.format("interpolate: input %s has an empty spatial dimension", shape_str(x))) end
-      local v = size or sf
-      if type(v) == "table" then
-        if #v ~= 3 then
-          fail(string.format("interpolate: %s must have 3 values for input %s, got %d",
-            size and "size" or "scale_factor", shape_str(x), #v))
-        end
-        v = v[i]
+      if x:size(2 + i) < 1 then
+        fail(string.format("interpolate: input %s has an empty spatial dimension", shape_str(x)))
       end
-      if size then
-        if not is_int(v) or v < 1 then
-          fail(string.format("interpolate: sizes must be positive integers, got %s", tostring(v)))
-        end
-        outs[i] = v
-      else
-        if type(v) ~= "number" or not (v > 0) then
-          fail(string.format("interpolate: scale factors must be positive numbers, got %s", tostring(v)))
-        end
-        outs[i] = floor(n * v)
-        if outs[i] < 1 then
-          fail(string.format("interpolate: scale_factor %g makes dimension %d of input %s empty", v, 2 + i,
-            shape_str(x)))
-        end
-        if not recompute then scales[i] = v end
-      end
+      -- size false reads as absent here, so that it fails as a scale factor
+      outs[i], scales[i] = helpers.interp_size(x, i, 3, size or nil, sf, recompute)
     end
     return outs, scales
   end
@@ -753,9 +697,9 @@ return function(nn)
     local D = x:size(3)
     local y
     if mode == "trilinear" then
-      y = linear_depth(x, D, outs[1], scales[1], ac == true)
+      y = helpers.linear_dim(x, -3, D, outs[1], scales[1], ac == true)
     else
-      y = nearest_depth(x, D, outs[1], scales[1], mode == "nearest-exact")
+      y = helpers.nearest_dim(x, 3, D, outs[1], scales[1], mode == "nearest-exact")
     end
     local o2 = { mode = mode == "trilinear" and "bilinear" or mode, align_corners = ac }
     if opts.size ~= nil or opts.recompute_scale_factor then
