@@ -15,10 +15,7 @@ local LN2 = math.log(2)
 
 -- -- argument checks ------------------------------------------------------------------
 
-local is_int = args.is_int
-local options = args.options
-local need_tensor = args.need_tensor
-local need_int = args.need_int
+local is_int, options, need_tensor, need_int = args.is_int, args.options, args.need_tensor, args.need_int
 
 -- A tensor, or a Lua number/boolean as a 0-d wrapped number (weak in type promotion).
 local function operand(x, name, pos)

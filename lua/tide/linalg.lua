@@ -11,8 +11,7 @@ local T = require "tide.tensor"
 local fail = B.fail
 local fmt, huge = string.format, math.huge
 
-local need_tensor = args.need_tensor
-local options = args.options
+local need_tensor, options = args.need_tensor, args.options
 
 -- x as matrices: `what` names the argument (A, B, L), as the ops' shape rules do.
 local function need_matrix(x, name, what, square)

@@ -16,8 +16,7 @@ local M = {}
 
 -- -- arguments ---------------------------------------------------------------------
 
-local is_int = args.is_int
-local options = args.options
+local is_int, options = args.is_int, args.options
 
 local function need_tensor(x, name, pos, what)
   if not is_tensor(x) then

@@ -17,9 +17,7 @@ return function(nn)
 
   -- -- argument checks ------------------------------------------------------------------
 
-  local shape_str = args.shape_str
-  local need_float = args.need_float
-  local options = args.options
+  local shape_str, need_float, options = args.shape_str, args.need_float, args.options
 
   local function need_number(v, fname, what)
     if type(v) ~= "number" or v ~= v then fail(string.format("%s: %s must be a number, got %s", fname, what,

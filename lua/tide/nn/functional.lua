@@ -17,9 +17,7 @@ local F = {}
 
 -- -- argument checks ----------------------------------------------------------------
 
-local shape_str = args.shape_str
-local need_tensor = args.need_tensor
-local need_float = args.need_float
+local shape_str, need_tensor, need_float = args.shape_str, args.need_tensor, args.need_float
 local function list_str(l) return "[" .. table.concat(l, ",") .. "]" end
 
 local function need_index(x, fname, what)

@@ -16,9 +16,7 @@ return function(nn)
 
   -- -- argument checks ------------------------------------------------------------------
 
-  local shape_str = args.shape_str
-  local need_tensor = args.need_tensor
-  local need_float = args.need_float
+  local shape_str, need_tensor, need_float = args.shape_str, args.need_tensor, args.need_float
 
   local function same_shape(a, b)
     return table.concat(a:shape(), ",") == table.concat(b:shape(), ",")

@@ -12,10 +12,7 @@ local args = require "tide.args"
 local fail = B.fail
 local is_tensor = tide.is_tensor
 
-local shape_str = args.shape_str
-local options = args.options
-local need_bool = args.need_bool
-local list_str = args.list_str
+local shape_str, options, need_bool, list_str = args.shape_str, args.options, args.need_bool, args.list_str
 
 local function is_count(v) return type(v) == "number" and v >= 0 and v == math.floor(v) end
 

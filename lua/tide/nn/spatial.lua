@@ -16,13 +16,8 @@ return function(nn)
 
   -- -- helpers ---------------------------------------------------------------------
 
-  local shape_str = args.shape_str
-  local is_int = args.is_int
-  local need_tensor = args.need_tensor
-  local need_float = args.need_float
-  local options = args.options
-  local need_bool = args.need_bool
-  local positive = args.positive
+  local shape_str, is_int, need_tensor, need_float = args.shape_str, args.is_int, args.need_tensor, args.need_float
+  local options, need_bool, positive = args.options, args.need_bool, args.positive
 
   -- An integer given as a number or a table {n} (1-d options, as PyTorch's (n,)).
   local function single(v, name, what, default)

@@ -17,14 +17,8 @@ return function(nn)
 
   -- -- helpers ---------------------------------------------------------------------
 
-  local shape_str = args.shape_str
-  local is_int = args.is_int
-  local need_tensor = args.need_tensor
-  local need_float = args.need_float
-  local options = args.options
-  local need_bool = args.need_bool
-  local positive = args.positive
-  local list_str = args.list_str
+  local shape_str, is_int, need_tensor, need_float = args.shape_str, args.is_int, args.need_tensor, args.need_float
+  local options, need_bool, positive, list_str = args.options, args.need_bool, args.positive, args.list_str
   local on = helpers.on
 
   -- {d, h, w} of an integer or a table of 3 integers (v nil: default), each at least lo.
