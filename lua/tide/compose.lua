@@ -1576,6 +1576,15 @@ return function(tide, methods)
       end
     end
 
+    local function bmm_check(name, a, b)
+      need_ndim(a, name, "batch1", 3); need_ndim(b, name, "batch2", 3)
+      if a:size(1) ~= b:size(1) then
+        fail(fmt("%s: batch1 and batch2 must have the same number of matrices, got %d and %d", name, a:size(1),
+          b:size(1)))
+      end
+      mm_check(name, a, b, "batch1", "batch2")
+    end
+
     -- name(input, a, b, opts) and input:name_(a, b, opts): `product` checks a and b and multiplies them
     local function scaled(name, product)
       local function f(fname, input, a, b, opts)
@@ -1600,23 +1609,13 @@ return function(tide, methods)
     --- addbmm(input, batch1, batch2, opts): beta * input + alpha * the sum over the
     -- batch of batch1[i] @ batch2[i] (one mm of the batches laid side by side).
     scaled("addbmm", function(name, a, b)
-      need_ndim(a, name, "batch1", 3); need_ndim(b, name, "batch2", 3)
-      if a:size(1) ~= b:size(1) then
-        fail(fmt("%s: batch1 and batch2 must have the same number of matrices, got %d and %d", name, a:size(1),
-          b:size(1)))
-      end
-      mm_check(name, a, b, "batch1", "batch2")
+      bmm_check(name, a, b)
       local B_, n, k, m = a:size(1), a:size(2), a:size(3), b:size(3)
       return a:permute(2, 1, 3):reshape(n, B_ * k):mm(b:reshape(B_ * k, m))
     end)
     --- baddbmm(input, batch1, batch2, opts): beta * input + alpha * bmm(batch1, batch2).
     scaled("baddbmm", function(name, a, b)
-      need_ndim(a, name, "batch1", 3); need_ndim(b, name, "batch2", 3)
-      if a:size(1) ~= b:size(1) then
-        fail(fmt("%s: batch1 and batch2 must have the same number of matrices, got %d and %d", name, a:size(1),
-          b:size(1)))
-      end
-      mm_check(name, a, b, "batch1", "batch2")
+      bmm_check(name, a, b)
       return a:bmm(b)
     end)
     local function mv(name, a, b)
