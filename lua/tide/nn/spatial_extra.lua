@@ -197,6 +197,16 @@ return function(nn)
     end
   end
 
+  -- F.max_unpool1d/2d: n spatial dims, named by layout in the errors.
+  local function max_unpool_nd(name, n, layout, x, indices, kernel_size, opts)
+    opts = options(opts, name, UNPOOL_OPTS)
+    need_indices(name, x, indices)
+    local unbatched = is_tensor(x) and x:dim() == n + 1
+    return (with_batch(name, x, n + 2, layout, function(xb)
+      return max_unpool(name, n, xb, unbatched and indices:unsqueeze(1) or indices, kernel_size, opts)
+    end))
+  end
+
   --- F.max_unpool1d(x, indices, kernel_size, {stride = kernel_size, padding = 0,
   -- output_size}): the partial inverse of max_pool1d: each value of x put at
   -- its 1-based index (max_pool1d's return_indices) along an output of
@@ -206,13 +216,7 @@ return function(nn)
   -- @return [N, C, oL]
   -- @usage local y = F.max_unpool1d(pooled, idx, 2)
   function F.max_unpool1d(x, indices, kernel_size, opts)
-    local name = "max_unpool1d"
-    opts = options(opts, name, UNPOOL_OPTS)
-    need_indices(name, x, indices)
-    local unbatched = is_tensor(x) and x:dim() == 2
-    return (with_batch(name, x, 3, "C, L", function(x3)
-      return max_unpool(name, 1, x3, unbatched and indices:unsqueeze(1) or indices, kernel_size, opts)
-    end))
+    return max_unpool_nd("max_unpool1d", 1, "C, L", x, indices, kernel_size, opts)
   end
 
   --- F.max_unpool2d(x, indices, kernel_size, {stride = kernel_size, padding = 0,
@@ -225,13 +229,7 @@ return function(nn)
   -- @return [N, C, oH, oW]
   -- @usage local y, idx = F.max_pool2d(x, 2, { return_indices = true }); local z = F.max_unpool2d(y, idx, 2)
   function F.max_unpool2d(x, indices, kernel_size, opts)
-    local name = "max_unpool2d"
-    opts = options(opts, name, UNPOOL_OPTS)
-    need_indices(name, x, indices)
-    local unbatched = is_tensor(x) and x:dim() == 3
-    return (with_batch(name, x, 4, "C, H, W", function(x4)
-      return max_unpool(name, 2, x4, unbatched and indices:unsqueeze(1) or indices, kernel_size, opts)
-    end))
+    return max_unpool_nd("max_unpool2d", 2, "C, H, W", x, indices, kernel_size, opts)
   end
 
   --- nn.MaxUnpool1d(kernel_size, stride = kernel_size, padding = 0) and nn.MaxUnpool2d(...):
