@@ -331,13 +331,33 @@ function F.embedding(input, weight, padding_idx)
   return out
 end
 
-local function norm_shape(normalized_shape, fname)
-  if type(normalized_shape) == "number" then return { normalized_shape } end
-  if type(normalized_shape) ~= "table" or #normalized_shape == 0 then
+-- normalized_shape as a table, checked, and x's shape checked to end with it.
+local function norm_shape(x, normalized_shape, fname)
+  local ns = normalized_shape
+  if type(ns) == "number" then
+    ns = { ns }
+  elseif type(ns) ~= "table" or #ns == 0 then
     fail(string.format("%s: normalized_shape must be a number or a non-empty table of sizes, got %s", fname,
       tostring(normalized_shape)))
   end
-  return normalized_shape
+  local k, nd = #ns, x:dim()
+  local ok = nd >= k
+  for i = 1, k do ok = ok and x:size(nd - k + i) == ns[i] end
+  if not ok then
+    fail(string.format("%s: input of shape %s does not end with normalized_shape %s", fname, shape_str(x),
+      list_str(ns)))
+  end
+  return ns
+end
+
+-- Checks that t (`what`: weight or bias), if given, is a floating-point tensor of shape ns.
+local function need_affine(t, ns, fname, what)
+  if t == nil then return end
+  need_float(t, fname, what)
+  if table.concat(t:shape(), ",") ~= table.concat(ns, ",") then
+    fail(string.format("%s: %s of shape %s does not match normalized_shape %s", fname, what, shape_str(t),
+      list_str(ns)))
+  end
 end
 
 --- Layer normalisation over the last dimensions: (x - mean) / sqrt(var + eps)
@@ -351,25 +371,10 @@ end
 -- @usage F.layer_norm(x, { 16 }, w, b)
 function F.layer_norm(x, normalized_shape, weight, bias, eps)
   need_float(x, "layer_norm", "input")
-  local ns = norm_shape(normalized_shape, "layer_norm")
-  local k, nd = #ns, x:dim()
-  local ok = nd >= k
-  for i = 1, k do ok = ok and x:size(nd - k + i) == ns[i] end
-  if not ok then
-    fail(string.format("layer_norm: input of shape %s does not end with normalized_shape %s", shape_str(x),
-      list_str(ns)))
-  end
-  local affine = { weight, bias }
-  for i, what in ipairs { "weight", "bias" } do
-    local t = affine[i]
-    if t ~= nil then
-      need_float(t, "layer_norm", what)
-      if table.concat(t:shape(), ",") ~= table.concat(ns, ",") then
-        fail(string.format("layer_norm: %s of shape %s does not match normalized_shape %s", what, shape_str(t),
-          list_str(ns)))
-      end
-    end
-  end
+  local ns = norm_shape(x, normalized_shape, "layer_norm")
+  need_affine(weight, ns, "layer_norm", "weight")
+  need_affine(bias, ns, "layer_norm", "bias")
+  local k = #ns
   local dims = {}
   for i = 1, k do dims[i] = -i end
   local mean = x:mean(dims, true)
@@ -393,21 +398,9 @@ local FINFO_EPS = { float32 = 2^-23, float64 = 2^-52, float16 = 2^-10, bfloat16 
 -- @usage F.rms_norm(x, { 64 }, w)
 function F.rms_norm(x, normalized_shape, weight, eps)
   need_float(x, "rms_norm", "input")
-  local ns = norm_shape(normalized_shape, "rms_norm")
-  local k, nd = #ns, x:dim()
-  local ok = nd >= k
-  for i = 1, k do ok = ok and x:size(nd - k + i) == ns[i] end
-  if not ok then
-    fail(string.format("rms_norm: input of shape %s does not end with normalized_shape %s", shape_str(x),
-      list_str(ns)))
-  end
-  if weight ~= nil then
-    need_float(weight, "rms_norm", "weight")
-    if table.concat(weight:shape(), ",") ~= table.concat(ns, ",") then
-      fail(string.format("rms_norm: weight of shape %s does not match normalized_shape %s", shape_str(weight),
-        list_str(ns)))
-    end
-  end
+  local ns = norm_shape(x, normalized_shape, "rms_norm")
+  need_affine(weight, ns, "rms_norm", "weight")
+  local k = #ns
   if eps == nil then eps = FINFO_EPS[x:dtype()] end
   if type(eps) ~= "number" or not (eps >= 0) then
     fail(string.format("rms_norm: eps must be a non-negative number, got %s", tostring(eps)))
