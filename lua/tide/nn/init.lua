@@ -268,6 +268,17 @@ nn.Embedding = Embedding
 
 -- -- normalisation -------------------------------------------------------------------------
 
+-- A copy of normalized_shape (a size or a non-empty table of sizes) as a table, checked.
+local function norm_shape(normalized_shape, cname)
+  local ns = type(normalized_shape) == "number" and { normalized_shape } or normalized_shape
+  if type(ns) ~= "table" or #ns == 0 then
+    fail(cname .. ": normalized_shape must be a size or a non-empty table of sizes, got " .. tostring(normalized_shape))
+  end
+  local copy = {}
+  for i, s in ipairs(ns) do copy[i] = need_size(s, cname, "normalized_shape") end
+  return copy
+end
+
 --- nn.LayerNorm(normalized_shape, opts): normalises over the trailing
 -- dimensions normalized_shape, then scales by weight (ones) and shifts by
 -- bias (zeros).
@@ -277,12 +288,7 @@ nn.Embedding = Embedding
 local LayerNorm = Module:extend("LayerNorm")
 function LayerNorm:init(normalized_shape, opts)
   local o = opts_of(opts, "LayerNorm")
-  local ns = type(normalized_shape) == "number" and { normalized_shape } or normalized_shape
-  if type(ns) ~= "table" or #ns == 0 then
-    fail("LayerNorm: normalized_shape must be a size or a non-empty table of sizes, got " .. tostring(normalized_shape))
-  end
-  local copy = {}
-  for i, s in ipairs(ns) do copy[i] = need_size(s, "LayerNorm", "normalized_shape") end
+  local copy = norm_shape(normalized_shape, "LayerNorm")
   self.normalized_shape = copy
   self.eps = o.eps or 1e-5
   self.elementwise_affine = o.elementwise_affine ~= false
@@ -315,12 +321,7 @@ nn.LayerNorm = LayerNorm
 local RMSNorm = Module:extend("RMSNorm")
 function RMSNorm:init(normalized_shape, opts)
   local o = opts_of(opts, "RMSNorm")
-  local ns = type(normalized_shape) == "number" and { normalized_shape } or normalized_shape
-  if type(ns) ~= "table" or #ns == 0 then
-    fail("RMSNorm: normalized_shape must be a size or a non-empty table of sizes, got " .. tostring(normalized_shape))
-  end
-  local copy = {}
-  for i, s in ipairs(ns) do copy[i] = need_size(s, "RMSNorm", "normalized_shape") end
+  local copy = norm_shape(normalized_shape, "RMSNorm")
   if o.eps ~= nil and (type(o.eps) ~= "number" or not (o.eps >= 0)) then
     fail("RMSNorm: eps must be a non-negative number or nil, got " .. tostring(o.eps))
   end
