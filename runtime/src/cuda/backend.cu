@@ -78,6 +78,14 @@ int no_dtype(const tide_devcall * c, int32_t dtype) {
                      dtype >= 0 && dtype < TIDE_DTYPE_COUNT ? names[dtype] : "?");
 }
 
+int need_memory(const tide_devcall * c) {
+    for (int32_t i = 0; i < c->n_in; i++)
+        if (!c->in[i].data && c->in[i].nelem > 0)
+            return set_error(TIDE_DEVAPI_ERROR, "%s: input %d must be a tensor on the device, not a host number", c->op,
+                             i + 1);
+    return TIDE_DEVAPI_OK;
+}
+
 }   // namespace tide_cuda
 
 namespace {

@@ -40,6 +40,9 @@ int launched(const tide_devcall * c);
 int checked(const tide_devcall * c, cudaError_t err, const char * what);
 /* The error for a dtype a kernel has no instance for (the registry's accepted sets should prevent it). */
 int no_dtype(const tide_devcall * c, int32_t dtype);
+/* The error for a host number (data NULL) among c's inputs, for the kernels
+ * that read their inputs' memory; the Lua API passes none to them, a C caller could. */
+int need_memory(const tide_devcall * c);
 
 /* -- dtypes ------------------------------------------------------------------------------- */
 

@@ -42,16 +42,6 @@ __device__ inline int64_t index_at(const Operand & ix, int64_t off) {
 
 /* -- host helpers ----------------------------------------------------------------------------- */
 
-/* Kernels read their inputs' memory: a host number (data NULL) has none. The
- * Lua API passes none to these ops; a C caller could. */
-int need_memory(const tide_devcall * c) {
-    for (int32_t i = 0; i < c->n_in; i++)
-        if (!c->in[i].data && c->in[i].nelem > 0)
-            return set_error(TIDE_DEVAPI_ERROR, "%s: input %d must be a tensor on the device, not a host number", c->op,
-                             i + 1);
-    return TIDE_DEVAPI_OK;
-}
-
 /* t's size along dim, a 0-d tensor taking part as one element of a 1-d one (index.c's size1). */
 int64_t size1(const tide_devtensor & t, int32_t dim) { return t.ndim ? t.sizes[dim] : 1; }
 

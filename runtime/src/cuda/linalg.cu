@@ -900,15 +900,6 @@ template <typename T> int svd(const tide_devcall * c) {
 
 /* -- the kernels --------------------------------------------------------------------------------- */
 
-/* Kernels read their inputs' memory: a host number (data NULL) has none. */
-int need_memory(const tide_devcall * c) {
-    for (int32_t i = 0; i < c->n_in; i++)
-        if (!c->in[i].data && c->in[i].nelem > 0)
-            return set_error(TIDE_DEVAPI_ERROR, "%s: input %d must be a tensor on the device, not a host number", c->op,
-                             i + 1);
-    return TIDE_DEVAPI_OK;
-}
-
 /* f(T()) for the call's compute dtype T, once c is on its device, unless
  * there is nothing to compute (`empty`: every output is). */
 template <typename F> int run(const tide_devcall * c, bool empty, F && f) {
