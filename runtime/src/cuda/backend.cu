@@ -86,6 +86,28 @@ int need_memory(const tide_devcall * c) {
     return TIDE_DEVAPI_OK;
 }
 
+void * open_toolkit_library(const char * stem, int major, char * why, size_t why_size) {
+    char versioned[64], plain[64];
+    snprintf(versioned, sizeof versioned, "%s.so.%d", stem, major);
+    snprintf(plain, sizeof plain, "%s.so", stem);
+    const char * const names[] = {versioned, plain};
+    for (const char * name : names) {
+        const char * tries[2] = {name, nullptr};
+#ifdef TIDE_CUDA_LIBRARY_DIR
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", TIDE_CUDA_LIBRARY_DIR, name);
+        tries[1] = path;
+#endif
+        for (const char * t : tries) {
+            if (!t) continue;
+            if (void * lib = dlopen(t, RTLD_NOW | RTLD_LOCAL)) return lib;
+            const char * e = dlerror();
+            if (!why[0]) snprintf(why, why_size, "%s", e ? e : t);
+        }
+    }
+    return nullptr;
+}
+
 }   // namespace tide_cuda
 
 namespace {
@@ -369,29 +391,9 @@ template <typename F> bool resolve(void * lib, F & fn, const char * symbol) {
     return fn != nullptr;
 }
 
-/* The major version this library was built with first (its options and
- * output are those we know), then whichever libnvrtc.so is installed; each
- * from the loader's search path, then from the toolkit this was built with. */
-void * open_nvrtc() {
-    char versioned[32];
-    snprintf(versioned, sizeof versioned, "libnvrtc.so.%d", CUDART_VERSION / 1000);
-    const char * const names[] = {versioned, "libnvrtc.so"};
-    for (const char * name : names) {
-        const char * tries[2] = {name, nullptr};
-#ifdef TIDE_NVRTC_DIR
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s", TIDE_NVRTC_DIR, name);
-        tries[1] = path;
-#endif
-        for (const char * t : tries) {
-            if (!t) continue;
-            if (void * lib = dlopen(t, RTLD_NOW | RTLD_LOCAL)) return lib;
-            const char * e = dlerror();
-            if (!nvrtc_why[0]) snprintf(nvrtc_why, sizeof nvrtc_why, "%s", e ? e : t);   /* the first: the likeliest */
-        }
-    }
-    return nullptr;
-}
+/* The major version this library was built with first: its options and
+ * output are those we know. */
+void * open_nvrtc() { return open_toolkit_library("libnvrtc", CUDART_VERSION / 1000, nvrtc_why, sizeof nvrtc_why); }
 
 void load_nvrtc() {
     void * lib = open_nvrtc();

@@ -44,6 +44,14 @@ int no_dtype(const tide_devcall * c, int32_t dtype);
  * that read their inputs' memory; the Lua API passes none to them, a C caller could. */
 int need_memory(const tide_devcall * c);
 
+/* -- toolkit libraries opened on first need (backend.cu) ---------------------------------- */
+
+/* dlopen of the CUDA toolkit's library `stem` ("libnvrtc"): <stem>.so.<major>
+ * first, then <stem>.so; each from the loader's search path, then from the
+ * toolkit this was built with. NULL if none opens, with the first failure's
+ * message (the likeliest) in `why` unless it holds one already. */
+void * open_toolkit_library(const char * stem, int major, char * why, size_t why_size);
+
 /* -- dtypes ------------------------------------------------------------------------------- */
 
 /* Bytes per element, as libtide's tide_esize. */

@@ -119,29 +119,10 @@ template <typename T> bool resolve_routines(void * lib, Routines<T> & r) {
            get(r.gesvd_size, "gesvd_bufferSize") && get(r.gesvd, "gesvd");
 }
 
-/* The major version this library was built with first (the legacy dense API
- * it calls is the same in every version since), then whichever libcusolver.so
- * is installed; each from the loader's search path, then from the toolkit
- * this was built with. */
+/* The major version this library was built with first: the legacy dense API
+ * it calls is the same in every version since. */
 void * open_cusolver() {
-    char versioned[32];
-    snprintf(versioned, sizeof versioned, "libcusolver.so.%d", CUSOLVER_VER_MAJOR);
-    const char * const names[] = {versioned, "libcusolver.so"};
-    for (const char * name : names) {
-        const char * tries[2] = {name, nullptr};
-#ifdef TIDE_CUSOLVER_DIR
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s", TIDE_CUSOLVER_DIR, name);
-        tries[1] = path;
-#endif
-        for (const char * t : tries) {
-            if (!t) continue;
-            if (void * lib = dlopen(t, RTLD_NOW | RTLD_LOCAL)) return lib;
-            const char * e = dlerror();
-            if (!cusolver_why[0]) snprintf(cusolver_why, sizeof cusolver_why, "%s", e ? e : t);   /* the likeliest */
-        }
-    }
-    return nullptr;
+    return open_toolkit_library("libcusolver", CUSOLVER_VER_MAJOR, cusolver_why, sizeof cusolver_why);
 }
 
 void load_cusolver() {
