@@ -10,7 +10,7 @@ local gradcheck = tide.autograd.gradcheck
 local T = tide.tensor
 local function I(v) return T(v, "int64") end
 local function D(v) return T(v, "float64") end
-local function each_layout(t, f) for name, x in pairs(H.layouts(t)) do f(x, name) end end
+local each_layout = H.each_layout
 local function shape(t) return table.concat(t:shape(), ",") end
 local nan, inf = 0 / 0, math.huge
 

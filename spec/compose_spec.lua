@@ -12,7 +12,7 @@ local function D(v) return T(v, "float64") end
 -- 1..6 as a 2 x 3 float32 matrix
 local function m23() return T({ { 1, 2, 3 }, { 4, 5, 6 } }) end
 -- each layout of t (contiguous, transposed, strided)
-local function each_layout(t, f) for name, x in pairs(H.layouts(t)) do f(x, name) end end
+local each_layout = H.each_layout
 local function shape(t) return table.concat(t:shape(), ",") end
 local inf, nan = math.huge, 0 / 0
 

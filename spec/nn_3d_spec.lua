@@ -14,43 +14,10 @@ local gradcheck = tide.autograd.gradcheck
 
 -- -- data and references ---------------------------------------------------------------
 
-local seed = 11
--- A float64 tensor of shape with deterministic values in [lo, hi), and its flat values.
-local function rnd(shape, lo, hi)
-  local n = 1
-  for _, s in ipairs(shape) do n = n * s end
-  local vals = H.values(n, lo or -1, hi or 1, seed)
-  seed = seed + 7919
-  return tide.tensor(H.nest(vals, shape), "float64"), vals
-end
-
--- get(i1, i2, ...) (1-based) of flat row-major values of a shape.
-local function at(vals, shape)
-  return function(...)
-    local k, off = { ... }, 0
-    for d = 1, #shape do off = off * shape[d] + (k[d] - 1) end
-    return vals[off + 1]
-  end
-end
-
--- A nested table of shape whose element at i (a table of 1-based indices) is f(i).
-local function build(shape, f)
-  local idx = {}
-  local function rec(d)
-    local r = {}
-    for i = 1, shape[d] do
-      idx[d] = i
-      if d == #shape then r[i] = f(idx) else r[i] = rec(d + 1) end
-    end
-    return r
-  end
-  return rec(1)
-end
-
-local function grad_leaf(t) return t:clone():requires_grad_() end
-local function each_layout(x, f)
-  for name, t in pairs(H.layouts(x)) do f(t, name) end
-end
+local rnd = H.random_tensors(11)   -- rnd(shape, lo, hi): a float64 tensor, its flat values
+local at, build = H.at, H.build
+local grad_leaf = H.grad_leaf
+local each_layout = H.each_layout
 
 -- conv3d by its definition; s, d, p (padding before) and q (after, default p): {d, h, w}
 local function conv3d_ref(x, xs, w, ws, b, s, p, d, g, q)

@@ -10,13 +10,7 @@ local nn = tide.nn
 
 local gradcheck = tide.autograd.gradcheck
 
-local seed = 31
-local function vals(shape, lo, hi)
-  local n = 1
-  for _, s in ipairs(shape) do n = n * s end
-  seed = seed + 7919
-  return H.nest(H.values(n, lo or -1, hi or 1, seed), shape)
-end
+local vals = H.random_tables(7950)   -- vals(shape, lo, hi): nested tables of values in [lo, hi)
 local function f64(t) return tide.tensor(t, "float64") end
 local function zeros(n)
   local r = {}

@@ -12,13 +12,7 @@ local R = nn.utils.rnn
 
 local gradcheck = tide.autograd.gradcheck
 
-local seed = 53
-local function vals(shape, lo, hi)
-  local n = 1
-  for _, s in ipairs(shape) do n = n * s end
-  seed = seed + 7919
-  return H.nest(H.values(n, lo or -1, hi or 1, seed), shape)
-end
+local vals = H.random_tables(7972)   -- vals(shape, lo, hi): nested tables of values in [lo, hi)
 local function f64(t) return tide.tensor(t, "float64") end
 local function i64(t) return tide.tensor(t, "int64") end
 local function cpu_i64(t) return tide.tensor(t, { dtype = "int64", device = "cpu" }) end

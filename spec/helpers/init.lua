@@ -141,4 +141,65 @@ function H.nest(vals, shape)
   return build(1)
 end
 
+-- A generator of H.values of a shape (in [lo, hi), default [-1, 1)) from
+-- `seed`, which steps by 7919 after each call: the values, flat.
+local function seeded(seed)
+  return function(shape, lo, hi)
+    local n = 1
+    for _, s in ipairs(shape) do n = n * s end
+    local vals = H.values(n, lo or -1, hi or 1, seed)
+    seed = seed + 7919
+    return vals
+  end
+end
+
+--- rnd(shape, lo, hi): a float64 tensor of shape with deterministic values in
+-- [lo, hi) (default [-1, 1)), and its values flat; each call draws new ones
+-- (from `seed` on, so a spec file gets the same data every run).
+-- @usage local rnd = H.random_tensors(11); local x, xv = rnd({ 2, 3 })
+function H.random_tensors(seed)
+  local next_values = seeded(seed)
+  return function(shape, lo, hi)
+    local vals = next_values(shape, lo, hi)
+    return tide.tensor(H.nest(vals, shape), "float64"), vals
+  end
+end
+
+--- vals(shape, lo, hi): as H.random_tensors, the values as nested tables of shape.
+function H.random_tables(seed)
+  local next_values = seeded(seed)
+  return function(shape, lo, hi) return H.nest(next_values(shape, lo, hi), shape) end
+end
+
+--- get(i1, i2, ...) (1-based) of the flat row-major values of a shape.
+function H.at(vals, shape)
+  return function(...)
+    local k, off = { ... }, 0
+    for d = 1, #shape do off = off * shape[d] + (k[d] - 1) end
+    return vals[off + 1]
+  end
+end
+
+--- A nested table of shape whose element at i (a table of 1-based indices) is f(i).
+function H.build(shape, f)
+  local idx = {}
+  local function rec(d)
+    local r = {}
+    for i = 1, shape[d] do
+      idx[d] = i
+      if d == #shape then r[i] = f(idx) else r[i] = rec(d + 1) end
+    end
+    return r
+  end
+  return rec(1)
+end
+
+--- Calls f(t, name) for each of H.layouts(x).
+function H.each_layout(x, f)
+  for name, t in pairs(H.layouts(x)) do f(t, name) end
+end
+
+--- A copy of t that requires grad: a leaf for gradcheck.
+function H.grad_leaf(t) return t:clone():requires_grad_() end
+
 return H
