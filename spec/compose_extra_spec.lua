@@ -20,19 +20,7 @@ local function rnd(s, seed)
   for _, v in ipairs(s) do n = n * v end
   return D(H.nest(H.values(n, -2, 2, seed), s)):requires_grad_()
 end
--- plain-Lua matrix product of nested tables
-local function mm(a, b)
-  local r = {}
-  for i = 1, #a do
-    r[i] = {}
-    for j = 1, #b[1] do
-      local s = 0
-      for k = 1, #b do s = s + a[i][k] * b[k][j] end
-      r[i][j] = s
-    end
-  end
-  return r
-end
+local mm = require("spec.helpers.linalg_ref").mm   -- plain-Lua matrix product of nested tables
 local function map2(a, b, f)
   local r = {}
   for i = 1, #a do

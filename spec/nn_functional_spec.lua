@@ -60,23 +60,8 @@ local function erf(x)
   until math.abs(term) < 1e-17
   return 2 / math.sqrt(math.pi) * s
 end
-local function matmul(a, b)   -- a [n][k], b [k][m]
-  local r = {}
-  for i = 1, #a do
-    r[i] = {}
-    for j = 1, #b[1] do
-      local s = 0
-      for k = 1, #b do s = s + a[i][k] * b[k][j] end
-      r[i][j] = s
-    end
-  end
-  return r
-end
-local function transpose(a)
-  local r = {}
-  for i = 1, #a[1] do r[i] = {} for j = 1, #a do r[i][j] = a[j][i] end end
-  return r
-end
+local linalg_ref = require "spec.helpers.linalg_ref"
+local matmul, transpose = linalg_ref.mm, linalg_ref.t   -- a [n][k] by b [k][m]; a^T
 
 -- Cross entropy by PyTorch's documented formula over positions: rows[i] are
 -- logits, targets[i] class indices (or probability rows when probs).
