@@ -176,25 +176,14 @@ local function argmax_of(vals)
   return b[2]
 end
 
--- PyTorch's source coordinate of linear interpolation: neighbours and weights
-local function lin_src(dst, n, m, sf, align_corners)
-  local src
-  if align_corners then
-    src = m > 1 and dst * (n - 1) / (m - 1) or 0
-  else
-    local scale = sf and 1 / sf or n / m
-    src = max((dst + 0.5) * scale - 0.5, 0)
-  end
-  local i0 = min(floor(src), n - 1)
-  local lam = min(max(src - i0, 0), 1)
-  return { i0, min(i0 + 1, n - 1) }, { 1 - lam, lam }
-end
-
 local function trilinear_ref(x, xs, o, sf, align_corners)
   local X = at(x, xs)
   return build({ xs[1], xs[2], o[1], o[2], o[3] }, function(i)
     local idx, wt = {}, {}
-    for j = 1, 3 do idx[j], wt[j] = lin_src(i[2 + j] - 1, xs[2 + j], o[j], sf and sf[j], align_corners) end
+    for j = 1, 3 do
+      local i0, i1, w0, w1 = H.linear_source(i[2 + j] - 1, xs[2 + j], o[j], sf and sf[j], align_corners)
+      idx[j], wt[j] = { i0, i1 }, { w0, w1 }
+    end
     local acc = 0
     for a = 1, 2 do
       for b = 1, 2 do

@@ -104,25 +104,11 @@ local function pad2d_ref(x, xs, pad, mode, value)
   end)
 end
 
--- source positions and weights of linear interpolation (PyTorch's coordinate mapping)
-local function lin_src(dst, n, m, sf, align_corners)
-  local src
-  if align_corners then
-    src = m > 1 and dst * (n - 1) / (m - 1) or 0
-  else
-    local scale = sf and 1 / sf or n / m
-    src = math.max((dst + 0.5) * scale - 0.5, 0)
-  end
-  local i0 = math.min(floor(src), n - 1)
-  local lam = math.min(math.max(src - i0, 0), 1)
-  return i0, math.min(i0 + 1, n - 1), 1 - lam, lam
-end
-
 local function bilinear_ref(x, xs, oh, ow, sf, align_corners)
   local X = at(x, xs)
   return build({ xs[1], xs[2], oh, ow }, function(i)
-    local y0, y1, wy0, wy1 = lin_src(i[3] - 1, xs[3], oh, sf and sf[1], align_corners)
-    local x0, x1, wx0, wx1 = lin_src(i[4] - 1, xs[4], ow, sf and sf[2], align_corners)
+    local y0, y1, wy0, wy1 = H.linear_source(i[3] - 1, xs[3], oh, sf and sf[1], align_corners)
+    local x0, x1, wx0, wx1 = H.linear_source(i[4] - 1, xs[4], ow, sf and sf[2], align_corners)
     local function v(a, b) return X(i[1], i[2], a + 1, b + 1) end
     return wy0 * (wx0 * v(y0, x0) + wx1 * v(y0, x1)) + wy1 * (wx0 * v(y1, x0) + wx1 * v(y1, x1))
   end)
@@ -139,7 +125,6 @@ local function nearest_ref(x, xs, oh, ow, sf)
 end
 
 local each_layout = H.each_layout
-
 local grad_leaf = H.grad_leaf
 
 -- -- specs --------------------------------------------------------------------------------

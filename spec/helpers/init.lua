@@ -1,6 +1,8 @@
 --- spec helpers shared by the specs: comparing tensors with expected values
--- (nested tables or tensors) within a tolerance, and sweeping layouts
--- (contiguous, transposed, strided, broadcast, empty, 0-d) of the same values.
+-- (nested tables or tensors) within a tolerance, sweeping layouts
+-- (contiguous, transposed, strided, broadcast, empty, 0-d) of the same values,
+-- deterministic data for references written in plain Lua, and the pieces of
+-- those references that several specs share.
 local tide = require "tide"
 
 local H = {}
@@ -201,5 +203,21 @@ end
 
 --- A copy of t that requires grad: a leaf for gradcheck.
 function H.grad_leaf(t) return t:clone():requires_grad_() end
+
+--- The reference of linear interpolation (PyTorch's coordinate mapping) at
+-- 0-based output position dst of m, from n inputs (sf: the scale factor
+-- given, or nil): the two 0-based source positions and their weights.
+function H.linear_source(dst, n, m, sf, align_corners)
+  local src
+  if align_corners then
+    src = m > 1 and dst * (n - 1) / (m - 1) or 0
+  else
+    local scale = sf and 1 / sf or n / m
+    src = math.max((dst + 0.5) * scale - 0.5, 0)
+  end
+  local i0 = math.min(math.floor(src), n - 1)
+  local lam = math.min(math.max(src - i0, 0), 1)
+  return i0, math.min(i0 + 1, n - 1), 1 - lam, lam
+end
 
 return H
