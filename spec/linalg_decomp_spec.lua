@@ -64,11 +64,7 @@ local function spd(n)
   return R.add(R.mm(X, R.t(X)), R.eye(n), n)
 end
 
-local function numel(shape)
-  local k = 1
-  for _, s in ipairs(shape) do k = k * s end
-  return k
-end
+local numel = H.numel
 
 --- the tensor [batch..., m, n] of the matrices in list (batch row-major)
 local function tensor_of(list, batch, dtype)

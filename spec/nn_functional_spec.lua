@@ -15,11 +15,7 @@ local function vals(n, lo, hi)
   seed = seed + 7919
   return r
 end
-local function numel(shape)
-  local n = 1
-  for _, s in ipairs(shape) do n = n * s end
-  return n
-end
+local numel = H.numel
 -- A float64 tensor of deterministic values in [lo, hi), requiring grad unless grad == false.
 local function rnd(shape, lo, hi, grad)
   local t = tide.tensor(H.nest(vals(numel(shape), lo or -2, hi or 2), shape), "float64")

@@ -143,13 +143,18 @@ function H.nest(vals, shape)
   return build(1)
 end
 
+--- The number of elements of a shape (a table of sizes).
+function H.numel(shape)
+  local n = 1
+  for _, s in ipairs(shape) do n = n * s end
+  return n
+end
+
 -- A generator of H.values of a shape (in [lo, hi), default [-1, 1)) from
 -- `seed`, which steps by 7919 after each call: the values, flat.
 local function seeded(seed)
   return function(shape, lo, hi)
-    local n = 1
-    for _, s in ipairs(shape) do n = n * s end
-    local vals = H.values(n, lo or -1, hi or 1, seed)
+    local vals = H.values(H.numel(shape), lo or -1, hi or 1, seed)
     seed = seed + 7919
     return vals
   end
