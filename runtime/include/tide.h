@@ -382,6 +382,39 @@ tide_status tide_autograd_walk_replace(tide_autograd_walk * w, tide_tensor * g);
  * Returns the walk's first failure. */
 tide_status tide_autograd_walk_end(tide_autograd_walk * w, tide_tensor ** results);
 
+/*
+ * Custom functions (tide.autograd.Function): differentiable functions whose
+ * backward the caller computes. The caller runs the forward itself, with grad
+ * mode off, then records one node for it with tide_autograd_custom, which gives
+ * back the outputs as new tensors (aliases) whose history is that node. A walk
+ * that reaches the node stops there as at a hook: tide_autograd_walk_next gives
+ * the node's id in *hook and NULL in *grad. The caller reads the outputs'
+ * gradients (tide_autograd_walk_custom_grads), computes the inputs' (it may run
+ * ops, and a walk of a graph of its own, which nests in this one: gradient
+ * checkpointing does), and gives them (tide_autograd_walk_custom_result) before
+ * the next tide_autograd_walk_next. Ids come from the hooks' sequence, and a
+ * node's id is reported by tide_autograd_hooks_dead once the node is freed.
+ */
+/* Records the node: inputs[0..n_in) (at most TIDE_OP_MAX_IN) are the tensor
+ * inputs, outputs[0..n_out) (1 to TIDE_OP_MAX_OUT; NULL for one that is not
+ * differentiable) what the forward made. results[i] gets a new tensor over
+ * outputs[i]'s data whose history is the node (+1; NULL where outputs[i] is),
+ * *id the node's id. name names it in errors and grad_fn. */
+tide_status tide_autograd_custom(const char * name, int32_t n_in, tide_tensor * const * inputs, int32_t n_out,
+                                 tide_tensor * const * outputs, tide_tensor ** results, int64_t * id);
+/* The gradients of the outputs of the custom node the walk stopped at: grads[i]
+ * +1, or NULL for an output that got none (zero). */
+tide_status tide_autograd_walk_custom_grads(tide_autograd_walk * w, tide_tensor ** grads);
+/* Gives the gradients of the node's n_in inputs (borrowed; NULL for zero): each
+ * a floating-point tensor on its input's device, of its input's shape or one
+ * that sums back to it (as a broadcast input's gradient does). */
+tide_status tide_autograd_walk_custom_result(tide_autograd_walk * w, int32_t n_in, tide_tensor * const * grads);
+/* t again as output nr of the custom node the walk stopped at (+1): a saved
+ * output regains its history, for a backward recorded with CREATE_GRAPH. */
+tide_tensor * tide_autograd_walk_custom_output(tide_autograd_walk * w, int32_t nr, tide_tensor * t);
+/* The version of t's storage: it grows with every in-place write. */
+int32_t     tide_tensor_version(const tide_tensor * t);
+
 /* 1 if op (a registry id) has a backward rule. */
 int32_t     tide_op_is_differentiable(int32_t op);
 

@@ -114,6 +114,55 @@ static void test_hooks(void) {
     CHECK(tide_autograd_hooks_dead(dead, 4) == 1 && dead[0] == id);
 }
 
+/* A custom function from C: the caller computes y = x^2 itself (no node), records
+ * it with tide_autograd_custom, and gives 2 x g when the walk stops at it. z =
+ * sum(3 y): dz/dx = 6x. tide_autograd_backward refuses the due function by name;
+ * a wrong gradient shape is refused; the id is dead once the outputs are gone. */
+static void test_custom(void) {
+    double        xs[3] = {1, -2, 0.5};
+    int64_t       n = 3, id = 0, dead[4];
+    tide_tensor * x = tide_tensor_from_doubles(xs, 1, &n, TIDE_DTYPE_F64);
+    tide_tensor * three = tide_tensor_scalar(3, TIDE_DTYPE_I64), * two = tide_tensor_scalar(2, TIDE_DTYPE_I64);
+    CHECK(tide_tensor_set_requires_grad(x, 1) == TIDE_OK);
+    tide_autograd_set_enabled(0);
+    tide_tensor * raw = op2("mul", x, x, NULL);
+    tide_autograd_set_enabled(1);
+    CHECK(raw && !tide_tensor_requires_grad(raw));
+    tide_tensor * y = NULL;
+    CHECK(tide_autograd_custom("Square", 1, &x, 1, &raw, &y, &id) == TIDE_OK && y && id > 0);
+    CHECK(y && tide_tensor_requires_grad(y) && strcmp(tide_tensor_grad_fn_name(y), "Square") == 0);
+    tide_tensor * y3 = op2("mul", y, three, NULL), * z = op2("sum", y3, NULL, NULL);
+    CHECK(tide_autograd_backward(1, &z, NULL, TIDE_AUTOGRAD_RETAIN_GRAPH) != TIDE_OK);
+    CHECK(strstr(tide_last_error(), "custom function 'Square'") != NULL);
+    for (int pass = 0; pass < 2; pass++) {   /* a wrong gradient first, then the right one */
+        tide_autograd_walk * w = NULL;
+        int32_t              stops = 0;
+        CHECK(tide_autograd_walk_begin(&w, 1, &z, NULL, 0, NULL, pass ? 0 : TIDE_AUTOGRAD_RETAIN_GRAPH) == TIDE_OK);
+        for (;;) {
+            int64_t       due = 0;
+            tide_tensor * g = NULL, * gy = NULL;
+            if (tide_autograd_walk_next(w, &due, &g) != TIDE_OK || !due) break;
+            stops++;
+            CHECK(due == id && g == NULL);
+            CHECK(tide_autograd_walk_custom_grads(w, &gy) == TIDE_OK && gy);
+            tide_tensor * t = op2("mul", gy, x, NULL), * gx = pass ? op2("mul", t, two, NULL) : op2("sum", t, NULL, NULL);
+            tide_status st = tide_autograd_walk_custom_result(w, 1, &gx);
+            CHECK(pass ? st == TIDE_OK : st == TIDE_E_SHAPE && strstr(tide_last_error(), "has shape []") != NULL);
+            tide_tensor_release(gx), tide_tensor_release(t), tide_tensor_release(gy);
+            if (st != TIDE_OK) break;
+        }
+        CHECK(stops == 1);
+        CHECK((tide_autograd_walk_end(w, NULL) == TIDE_OK) == (pass == 1));
+    }
+    tide_tensor * gx = tide_tensor_grad(x);
+    for (int64_t i = 0; i < n && gx; i++) CHECK(value(gx, i) == 6 * xs[i]);
+    CHECK(gx != NULL);
+    tide_tensor_release(gx);
+    tide_tensor_release(z), tide_tensor_release(y3), tide_tensor_release(y), tide_tensor_release(raw);
+    CHECK(tide_autograd_hooks_dead(dead, 4) == 1 && dead[0] == id);
+    tide_tensor_release(three), tide_tensor_release(two), tide_tensor_release(x);
+}
+
 /* Fits w in y = X w by gradient descent; returns the final loss. */
 static double fit(int steps) {
     enum { N = 64, D = 4 };
@@ -163,6 +212,7 @@ int main(void) {
     test_gradient();
     test_second_derivative();
     test_hooks();
+    test_custom();
     CHECK(fit(300) < 1e-6);
     pthread_t th[2];
     double    losses[2] = {1, 1};

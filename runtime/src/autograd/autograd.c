@@ -32,7 +32,8 @@ static bool same_shape(const tide_tensor * t, const tide_meta * m) {
 }
 
 static const char * node_name(const tide_node * n) {
-    static const char * views[] = {"?", "view", "permute", "expand", "slice", "as_strided", "alias"};
+    static const char * views[] = {"?", "view", "permute", "expand", "slice", "as_strided", "alias", "custom"};
+    if (n->op == TIDE_NODE_CUSTOM && n->name) return n->name;
     return n->op >= 0 ? tide_op_name(n->op) : views[-n->op];
 }
 
@@ -139,14 +140,16 @@ void tide_node_release(tide_node * n) {
     while (n) {
         if (atomic_fetch_sub_explicit(&n->refcount, 1, memory_order_acq_rel) == 1) {
             free_saved(n);
-            if (n->hooks) {   /* no tensor names n any more: only the lists' lock is needed */
+            if (n->hooks || n->op == TIDE_NODE_CUSTOM) {   /* no tensor names n any more: only the lists' lock is needed */
                 pthread_mutex_lock(&hook_lock);
                 for (tide_hook * h = n->hooks, * next; h; h = next) {
                     next = h->next;
                     if (h->id) dead_push(h->id);
                     free(h);
                 }
+                if (n->op == TIDE_NODE_CUSTOM) dead_push(n->p.ints[0]);   /* its caller frees its function's state */
                 pthread_mutex_unlock(&hook_lock);
+                free(n->name);
             }
             for (int32_t i = 0; i < TIDE_OP_MAX_OUT; i++) tide_tensor_release(n->gbuf[i]);
             for (int32_t i = 0; i < n->n_in; i++) {
@@ -282,9 +285,57 @@ tide_tensor * tide_autograd_view(tide_tensor * t, tide_tensor * v, int32_t kind,
     return v;
 }
 
+/* -- custom functions: a node whose gradients the caller computes ------------------------ */
+
+tide_status tide_autograd_custom(const char * name, int32_t n_in, tide_tensor * const * inputs, int32_t n_out,
+                                 tide_tensor * const * outputs, tide_tensor ** results, int64_t * id) {
+    const char * api = name && name[0] ? name : "custom function";
+    *id = 0;
+    for (int32_t i = 0; i < n_out; i++) results[i] = NULL;
+    if (n_in < 0 || n_in > TIDE_OP_MAX_IN)
+        return tide_error_set(TIDE_E_VALUE, "%s: autograd functions take at most %d tensor inputs, got %d", api,
+                              TIDE_OP_MAX_IN, n_in);
+    if (n_out < 1 || n_out > TIDE_OP_MAX_OUT)
+        return tide_error_set(TIDE_E_VALUE, "%s: autograd functions return 1 to %d differentiable tensors, got %d",
+                              api, TIDE_OP_MAX_OUT, n_out);
+    for (int32_t i = 0; i < n_in; i++)
+        if (!inputs[i]) return tide_error_set(TIDE_E_VALUE, "%s: input %d is NULL", api, i + 1);
+    for (int32_t i = 0; i < n_out; i++)
+        if (outputs[i] && !is_float(outputs[i]->dtype_id))
+            return tide_error_set(TIDE_E_DTYPE, "%s: output %d has dtype %s, and only floating-point outputs can "
+                                  "be differentiable (pass NULL for it)", api, i + 1,
+                                  tide_dtype_name(outputs[i]->dtype_id));
+    tide_node * n = node_new(TIDE_NODE_CUSTOM, NULL, inputs, n_in, n_out);
+    if (!n) return TIDE_E_OOM;
+    n->name = strdup(api);
+    pthread_mutex_lock(&hook_lock);
+    n->p.ints[0] = *id = ++hook_counter;   /* one sequence with hooks: the caller keeps both by id */
+    pthread_mutex_unlock(&hook_lock);
+    n->p.n_ints = 1;
+    n->p.dtype  = -1;
+    tide_status st = n->name ? TIDE_OK : TIDE_E_OOM;
+    for (int32_t i = 0; i < n_out && st == TIDE_OK; i++) {
+        if (!outputs[i]) continue;
+        meta_of(&n->out[i], outputs[i]);
+        results[i] = alias(outputs[i]);
+        if (!results[i]) st = TIDE_E_OOM;
+        else attach(results[i], n, i);
+    }
+    if (st != TIDE_OK) {
+        for (int32_t i = 0; i < n_out; i++) tide_tensor_release(results[i]), results[i] = NULL;
+        *id = 0;
+        tide_error_set(TIDE_E_OOM, "%s: out of memory recording its node", api);
+    }
+    tide_node_release(n);   /* the outputs hold it; with none, its id is dead at once */
+    return st;
+}
+
 /* -- the public tensor API --------------------------------------------------------------- */
 
 int32_t tide_tensor_requires_grad(const tide_tensor * t) { return tide_needs_grad(t); }
+int32_t tide_tensor_version(const tide_tensor * t) {
+    return atomic_load_explicit(&t->storage->version, memory_order_relaxed);
+}
 
 tide_status tide_tensor_set_requires_grad(tide_tensor * t, int32_t on) {
     if (t->ag_node) {
@@ -555,9 +606,11 @@ static tide_status view_backward(tide_grad_ctx * c) {
 
 /* -- the walk --------------------------------------------------------------------------------- */
 
-static pthread_mutex_t    walk_lock = PTHREAD_MUTEX_INITIALIZER;
-static _Thread_local bool tide_walking;   /* this thread holds walk_lock: a hook of its walk runs */
-static uint64_t           walk_counter;
+static pthread_mutex_t walk_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t        walk_counter;
+/* This thread's innermost walk (it holds walk_lock while one runs): a walk started
+ * while it is stopped at a custom node nests inside it. */
+static _Thread_local struct tide_autograd_walk * walk_top;
 
 typedef struct {
     tide_node ** v;
@@ -578,7 +631,7 @@ static bool list_push(node_list * l, tide_node * n) {
 int64_t tide_autograd_saved(tide_tensor * const * roots, int32_t n_roots, tide_tensor ** out, int64_t max) {
     node_list todo = {NULL, 0, 0};
     int64_t   n    = 0;
-    bool held = tide_walking;   /* called from a hook: its walk holds the lock */
+    bool held = walk_top != NULL;   /* called from a hook: its walk holds the lock */
     if (!held) pthread_mutex_lock(&walk_lock);
     uint64_t id = ++walk_counter;   /* marks the nodes seen, as a walk does */
     for (int32_t i = 0; i < n_roots; i++) {
@@ -611,6 +664,9 @@ typedef struct {
     /* backward: the gradients of hooked leaves, summed until their hooks run at the end */
     struct leaf_grad { tide_tensor * leaf, * g; bool own; } * leaves;
     int64_t              n_leaves, cap_leaves;
+    /* the inputs' gradients of the custom node being processed, as its caller gave them */
+    tide_tensor *        custom_gx[TIDE_OP_MAX_IN];
+    bool                 custom_given;
 } walk_req;
 
 /* Adds g (+1, taken) into *slot; *own says whether the walk made *slot, so
@@ -728,6 +784,22 @@ static tide_status run_rule(const walk_req * r, tide_node * n, tide_grad_ctx * c
     }
     tide_status st = n->rule->fn(c);
     return st != TIDE_OK ? st : c->st;
+}
+
+/* A custom node's "rule": the gradients its caller gave (tide_autograd_walk_custom_result). */
+static tide_status take_custom(walk_req * r, tide_node * n, tide_grad_ctx * c) {
+    memset(c, 0, sizeof *c);
+    c->node = n;
+    if (!r->custom_given)
+        return tide_error_set(TIDE_E_INTERNAL, "backward: '%s' was processed before its gradients were given",
+                              node_name(n));
+    for (int32_t i = 0; i < n->n_in; i++) {
+        c->needs[i]     = n->next[i].node || n->next[i].leaf;
+        c->gx[i]        = r->custom_gx[i];
+        r->custom_gx[i] = NULL;
+    }
+    r->custom_given = false;
+    return TIDE_OK;
 }
 
 static void end_rule(tide_grad_ctx * c) {
@@ -878,9 +950,14 @@ static tide_status run_retains(tide_node * n) {
     return st;
 }
 
+static bool has_gradient(const tide_node * n) {
+    for (int32_t i = 0; i < n->n_out; i++)
+        if (n->gbuf[i]) return true;
+    return false;
+}
+
 static tide_status process(walk_req * r, tide_node * n) {
-    bool any = false;
-    for (int32_t i = 0; i < n->n_out; i++) any = any || n->gbuf[i];
+    bool any = has_gradient(n);
     if (n->hooks && any && !r->results) TIDE_CHECK(run_retains(n));   /* autograd.grad touches no .grad */
     if (r->results) {   /* capture gradients of non-leaf inputs made by this node */
         for (int32_t k = 0; k < r->n_in; k++) {
@@ -896,7 +973,7 @@ static tide_status process(walk_req * r, tide_node * n) {
     tide_status st   = n->op == TIDE_VIEW_SLICE && !r->create ? route_part(r, n, &done) : TIDE_OK;
     if (st == TIDE_OK && !done) {
         tide_grad_ctx c;
-        st = run_rule(r, n, &c);
+        st = n->op == TIDE_NODE_CUSTOM ? take_custom(r, n, &c) : run_rule(r, n, &c);
         for (int32_t i = 0; i < n->n_in && st == TIDE_OK; i++) {
             tide_tensor * g = c.gx[i];
             if (!g || !c.needs[i]) continue;
@@ -934,6 +1011,8 @@ typedef struct {
 
 struct tide_autograd_walk {
     walk_req       r;
+    struct tide_autograd_walk * outer;   /* the walk this one nests in (a custom node's caller started it) */
+    tide_node *    custom;       /* the custom node stopped at: its caller computes its gradients */
     node_list      all, ready;
     uint64_t       id;
     tide_node *    cur;          /* popped from ready: its hooks are due, then its rule */
@@ -974,6 +1053,16 @@ static tide_status collect_hooks(struct tide_autograd_walk * w, tide_node * n, t
     return ok ? TIDE_OK : TIDE_E_OOM;
 }
 
+/* Fails when n is part of a walk that w nests in: w would route into that walk's buffers. */
+static tide_status check_outer(const struct tide_autograd_walk * w, const tide_node * n) {
+    for (const struct tide_autograd_walk * o = w->outer; o; o = o->outer)
+        if (n->walk_id == o->id)
+            return tide_error_set(TIDE_E_VALUE, "backward: a backward run inside the backward of '%s' reaches '%s', "
+                                  "a node of the graph being walked; differentiate a graph of its own there (detached "
+                                  "inputs, as checkpoint does)", node_name(o->custom), node_name(n));
+    return TIDE_OK;
+}
+
 static tide_status walk_seed(struct tide_autograd_walk * w, int32_t n_roots, tide_tensor * const * roots,
                              tide_tensor * const * grads) {
     walk_req *  r  = &w->r;
@@ -1005,6 +1094,10 @@ static tide_status walk_seed(struct tide_autograd_walk * w, int32_t n_roots, tid
         }
         tide_node * n = t->ag_node;
         if (n->walk_id != id) {
+            if (w->outer && (st = check_outer(w, n)) != TIDE_OK) {
+                tide_tensor_release(g);
+                return st;
+            }
             n->walk_id = id, n->deps = 0;
             if (!list_push(&w->all, n)) {
                 tide_tensor_release(g);
@@ -1021,6 +1114,7 @@ static tide_status walk_seed(struct tide_autograd_walk * w, int32_t n_roots, tid
             tide_node * m = n->next[i].node;
             if (!m) continue;
             if (m->walk_id != id) {
+                if (w->outer) TIDE_CHECK(check_outer(w, m));
                 m->walk_id = id, m->deps = 0;
                 if (!list_push(&w->all, m)) return TIDE_E_OOM;
                 node_retain(m);
@@ -1051,7 +1145,15 @@ static tide_status walk_run(struct tide_autograd_walk * w, int64_t * hook, tide_
         w->n_due = w->at = 0;
         if (w->cur) {   /* its hooks have run: its rule now */
             tide_node * n = w->cur;
-            w->cur = NULL;
+            if (n->op == TIDE_NODE_CUSTOM && !r->custom_given && has_gradient(n)) {
+                if (w->custom == n)
+                    return tide_error_set(TIDE_E_VALUE, "backward: the walk went on without the gradients of "
+                                          "custom function '%s' (tide_autograd_walk_custom_result)", node_name(n));
+                w->custom = n;   /* its caller computes its inputs' gradients */
+                *hook     = n->p.ints[0];
+                return TIDE_OK;
+            }
+            w->cur = NULL, w->custom = NULL;
             st = process(r, n);
             for (int32_t i = 0; i < n->n_in && st == TIDE_OK; i++) {
                 tide_node * m = n->next[i].node;
@@ -1125,7 +1227,7 @@ tide_status tide_autograd_walk_begin(tide_autograd_walk ** out, int32_t n, tide_
                                      int32_t flags) {
     const char * api = n_in ? "grad" : "backward";
     *out = NULL;
-    if (tide_walking)
+    if (walk_top && !walk_top->custom)
         return tide_error_set(TIDE_E_VALUE, "%s: called from inside a gradient hook, while a backward walk runs "
                               "on this thread; compute what the hook needs outside it", api);
     TIDE_CHECK(check_roots(api, n, roots, grads));
@@ -1147,8 +1249,9 @@ tide_status tide_autograd_walk_begin(tide_autograd_walk ** out, int32_t n, tide_
     w->leaf_cur = -1;
     w->grad_off = tide_grad_off;
     tide_grad_off = !create;   /* create_graph: the rules' ops are recorded */
-    pthread_mutex_lock(&walk_lock);
-    tide_walking = true;
+    if (!walk_top) pthread_mutex_lock(&walk_lock);   /* a nested walk runs under its outer walk's hold */
+    w->outer = walk_top;
+    walk_top = w;
     if (TIDE_UNLIKELY(tide_capture != NULL)) tide_graph_on_backward();
     w->id = ++walk_counter;
     w->st = walk_seed(w, n, roots, grads);
@@ -1186,6 +1289,80 @@ tide_status tide_autograd_walk_replace(tide_autograd_walk * w, tide_tensor * g) 
     return TIDE_OK;
 }
 
+static tide_status custom_due(const tide_autograd_walk * w, const char * api) {
+    if (w->st != TIDE_OK || !w->custom || w->cur != w->custom)
+        return tide_error_set(TIDE_E_VALUE, "%s: the walk is not stopped at a custom function", api);
+    return TIDE_OK;
+}
+
+tide_status tide_autograd_walk_custom_grads(tide_autograd_walk * w, tide_tensor ** grads) {
+    TIDE_CHECK(custom_due(w, "tide_autograd_walk_custom_grads"));
+    const tide_node * n = w->custom;
+    for (int32_t i = 0; i < n->n_out; i++) {
+        grads[i] = n->gbuf[i];
+        if (grads[i]) tide_tensor_retain(grads[i]);
+    }
+    return TIDE_OK;
+}
+
+/* Whether g (the gradient given for input m) sums back to m's shape, as a broadcast input's does. */
+static bool fits_input(const tide_tensor * g, const tide_meta * m) {
+    int32_t lead = g->ndim - m->ndim;
+    if (lead < 0) return false;
+    for (int32_t d = 0; d < m->ndim; d++)
+        if (g->sizes[lead + d] != m->sizes[d] && m->sizes[d] != 1) return false;
+    return true;
+}
+
+tide_status tide_autograd_walk_custom_result(tide_autograd_walk * w, int32_t n_in, tide_tensor * const * grads) {
+    TIDE_CHECK(custom_due(w, "tide_autograd_walk_custom_result"));
+    const tide_node * n = w->custom;
+    char              a[128], b[128];
+    if (n_in != n->n_in)
+        return tide_error_set(TIDE_E_VALUE, "backward of '%s': %d gradients for its %d tensor inputs", node_name(n),
+                              n_in, n->n_in);
+    for (int32_t i = 0; i < n_in; i++) {
+        const tide_tensor * g = grads[i];
+        const tide_meta *   m = &n->in[i];
+        if (!g || !(n->next[i].node || n->next[i].leaf)) continue;   /* zero, or not needed */
+        if (!is_float(g->dtype_id))
+            return tide_error_set(TIDE_E_DTYPE, "backward of '%s': the gradient of input %d has dtype %s; gradients "
+                                  "are floating-point", node_name(n), i + 1, tide_dtype_name(g->dtype_id));
+        if (!fits_input(g, m))
+            return tide_error_set(TIDE_E_SHAPE, "backward of '%s': the gradient of input %d has shape %s, but the "
+                                  "input has shape %s", node_name(n), i + 1, tide_shape_str(g, a, sizeof a),
+                                  tide_dims_str(m->ndim, m->sizes, b, sizeof b));
+        if (g->dev.type != m->dev.type || g->dev.index != m->dev.index)
+            return tide_error_set(TIDE_E_DEVICE, "backward of '%s': the gradient of input %d is on %s, but the input "
+                                  "is on %s", node_name(n), i + 1, tide_device_format(g->dev, a, sizeof a),
+                                  tide_device_format(m->dev, b, sizeof b));
+    }
+    for (int32_t i = 0; i < n_in; i++) {
+        tide_tensor_release(w->r.custom_gx[i]);
+        w->r.custom_gx[i] = grads[i];
+        if (grads[i]) tide_tensor_retain(grads[i]);
+    }
+    w->r.custom_given = true;
+    return TIDE_OK;
+}
+
+tide_tensor * tide_autograd_walk_custom_output(tide_autograd_walk * w, int32_t nr, tide_tensor * t) {
+    if (custom_due(w, "tide_autograd_walk_custom_output") != TIDE_OK) return NULL;
+    tide_node * n = w->custom;
+    if (nr < 0 || nr >= n->n_out || !same_shape(t, &n->out[nr]) || t->dtype_id != n->out[nr].dtype) {
+        tide_error_set(TIDE_E_VALUE, "tide_autograd_walk_custom_output: output %d of '%s' does not match the tensor",
+                       nr + 1, node_name(n));
+        return NULL;
+    }
+    tide_tensor * a = alias(t);
+    if (!a) {
+        tide_error_set(TIDE_E_OOM, "%s: out of memory", node_name(n));
+        return NULL;
+    }
+    attach(a, n, nr);
+    return a;
+}
+
 tide_status tide_autograd_walk_end(tide_autograd_walk * w, tide_tensor ** results) {
     walk_req *  r  = &w->r;
     tide_status st = w->st;
@@ -1196,8 +1373,9 @@ tide_status tide_autograd_walk_end(tide_autograd_walk * w, tide_tensor ** result
         for (int32_t j = 0; j < TIDE_OP_MAX_OUT; j++) tide_tensor_release(n->gbuf[j]), n->gbuf[j] = NULL;
     }
     for (int64_t k = 0; k < r->n_leaves; k++) tide_tensor_release(r->leaves[k].g);
-    tide_walking = false;
-    pthread_mutex_unlock(&walk_lock);
+    for (int32_t k = 0; k < TIDE_OP_MAX_IN; k++) tide_tensor_release(r->custom_gx[k]);
+    walk_top = w->outer;
+    if (!walk_top) pthread_mutex_unlock(&walk_lock);
     for (int64_t k = 0; k < w->all.n; k++) tide_node_release(w->all.v[k]);
     tide_grad_off = w->grad_off;
     for (int32_t k = 0; k < r->n_in && st == TIDE_OK; k++) {
@@ -1228,8 +1406,11 @@ static tide_status walk_all(const char * api, int32_t n, tide_tensor * const * r
     int64_t              hook = 0;
     tide_tensor *        g    = NULL;
     if (st == TIDE_OK && (st = tide_autograd_walk_next(w, &hook, &g)) == TIDE_OK && hook)
-        st = w->st = tide_error_set(TIDE_E_VALUE, "%s: a gradient hook is due, and only a caller that walks step by "
-                                    "step (tide_autograd_walk_next) can run it", api);
+        st = w->st = w->custom ? tide_error_set(TIDE_E_VALUE, "%s: the backward of custom function '%s' is due, and "
+                                                "only a caller that walks step by step (tide_autograd_walk_next) "
+                                                "can run it", api, node_name(w->custom))
+                               : tide_error_set(TIDE_E_VALUE, "%s: a gradient hook is due, and only a caller that "
+                                                "walks step by step (tide_autograd_walk_next) can run it", api);
     if (!w) return st;
     tide_status end = tide_autograd_walk_end(w, results);
     return st != TIDE_OK ? st : end;

@@ -67,6 +67,7 @@ struct tide_node {
     int32_t                saved_version[TIDE_SAVED_MAX];
     int32_t                freed;       /* the saved tensors were released by a backward */
     tide_hook *            hooks;       /* under the hook lock */
+    char *                 name;        /* a custom node's (TIDE_NODE_CUSTOM), owned */
     /* Walk state, under the walk lock. */
     uint64_t               walk_id;
     int32_t                deps;

@@ -263,7 +263,8 @@ enum {
     TIDE_VIEW_EXPAND  = -3,   /* back by summing to the input's shape */
     TIDE_VIEW_SLICE   = -4,   /* ints: dim, start, stop, step (select: step 0) */
     TIDE_VIEW_STRIDED = -5,   /* as_strided: not differentiable */
-    TIDE_VIEW_ALIAS   = -6    /* the same view (transpose of a 0-d tensor, ...) */
+    TIDE_VIEW_ALIAS   = -6,   /* the same view (transpose of a 0-d tensor, ...) */
+    TIDE_NODE_CUSTOM  = -7    /* a caller's function (tide_autograd_custom): ints[0] its id */
 };
 /* Records that v is a view of t made by `kind` with ints[0..n); no-op when t
  * does not require grad. Returns v, or NULL (releasing v) on failure. */
