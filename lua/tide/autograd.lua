@@ -60,13 +60,17 @@ function methods.retain_grad(t) check(C.tide_tensor_retain_grad(t)) end
 -- hooks run here, on the thread that called backward, with no callback from C.
 
 local hook_fns = {}                       -- id -> function
+local customs = {}                        -- id -> a custom function's call (autograd.Function below)
 local dead = ffi.new("int64_t[?]", 64)
 
--- Drops the functions of hooks whose node or leaf is gone.
+-- Drops the functions of hooks, and the calls of custom functions, whose node or leaf is gone.
 local function sweep_hooks()
   repeat
     local n = tonumber(C.tide_autograd_hooks_dead(dead, 64))
-    for i = 0, n - 1 do hook_fns[tonumber(dead[i])] = nil end
+    for i = 0, n - 1 do
+      local id = tonumber(dead[i])
+      hook_fns[id], customs[id] = nil, nil
+    end
   until n < 64
 end
 
@@ -105,12 +109,20 @@ local res_buf = ffi.new("tide_tensor *[?]", 256)
 local walk_buf = ffi.new("tide_autograd_walk *[1]")
 local hook_id = ffi.new("int64_t[1]")
 local hook_grad = ffi.new("tide_tensor *[1]")
+local run_custom   -- autograd.Function's backward step, below
 
 -- Runs a backward walk (n roots; n_in inputs for autograd.grad, results into
--- res_buf), calling the hooks it stops at. An error ends the walk, then is raised
--- at the user's line.
+-- res_buf), calling the hooks and custom functions' backwards it stops at. An
+-- error ends the walk, then is raised at the user's line. A custom backward
+-- may start a walk of its own (checkpoint does): the buffers are per walk.
 local function walk(n, given, n_in, flags)
-  check(C.tide_autograd_walk_begin(walk_buf, n, roots, given and grads or nil, n_in, in_buf, flags))
+  -- the walk reads its inputs until it ends, and a nested walk refills in_buf and res_buf
+  local ins, out
+  if n_in > 0 then
+    ins, out = ffi.new("tide_tensor *[?]", n_in), ffi.new("tide_tensor *[?]", n_in)
+    ffi.copy(ins, in_buf, n_in * ffi.sizeof("tide_tensor *"))
+  end
+  check(C.tide_autograd_walk_begin(walk_buf, n, roots, given and grads or nil, n_in, ins, flags))
   local w = walk_buf[0]
   local function abort(msg)
     C.tide_autograd_walk_end(w, nil)
@@ -120,8 +132,11 @@ local function walk(n, given, n_in, flags)
     if C.tide_autograd_walk_next(w, hook_id, hook_grad) ~= 0 then abort(ffi.string(C.tide_last_error())) end
     local id = tonumber(hook_id[0])
     if id == 0 then break end
-    local fn = hook_fns[id]
-    if fn then
+    local fn, call = hook_fns[id], customs[id]
+    if call then
+      local ok, err = pcall(run_custom, w, call, flags, n_in > 0)
+      if not ok then abort(err) end
+    elseif fn then
       local g = hook_grad[0]
       C.tide_tensor_retain(g)
       local ok, r = pcall(fn, wrap(g, 0))
@@ -132,7 +147,8 @@ local function walk(n, given, n_in, flags)
       end
     end
   end
-  check(C.tide_autograd_walk_end(w, n_in > 0 and res_buf or nil))
+  check(C.tide_autograd_walk_end(w, out))
+  for i = 0, n_in - 1 do res_buf[i], ins[i] = out[i], nil end
 end
 
 local function tensor_list(x, what, api, max)
@@ -215,6 +231,247 @@ function M.grad(outputs, inputs, grad_outputs, opts)
   end
   if is_tensor(inputs) then return r[1] end
   return r
+end
+
+-- -- custom functions ------------------------------------------------------------------
+-- A Function's forward runs in Lua with grad mode off; the runtime records one
+-- node for the call (tide_autograd_custom) and gives back its outputs as tensors
+-- whose history is that node. A walk stops there, and run_custom calls the
+-- Function's backward with the outputs' gradients. What the call keeps (its ctx,
+-- where its tensor arguments were) lives in `customs` under the node's id until
+-- the node is freed.
+
+local Ctx = {}
+local ctx_mt = {}
+
+local function saved_of(ctx)
+  local call = rawget(ctx, "_call")
+  local name = call and call.name or "autograd.Function"
+  if rawget(ctx, "_freed") then
+    fail(string.format("backward of '%s': its saved tensors were freed by an earlier backward; pass retain_graph "
+      .. "= true to the first one to go through the graph twice", name))
+  end
+  local saved = rawget(ctx, "_saved")
+  if not saved then return {} end
+  local r = {}
+  for i = 1, saved.n do
+    local t = saved[i]
+    if t ~= nil then
+      local now = C.tide_tensor_version(t)
+      if now ~= saved.versions[i] then
+        fail(string.format("backward of '%s': saved tensor %d (shape %s) was modified in place after it was saved "
+          .. "(version %d, expected %d); clone it before the in-place op", name, i, require("tide.args").shape_str(t), now,
+          saved.versions[i]))
+      end
+      local nr, w = saved.output_of and saved.output_of[i], rawget(ctx, "_walk")
+      if nr and w then   -- create_graph: a saved output regains its history
+        local p = C.tide_autograd_walk_custom_output(w, nr - 1, t)
+        t = p ~= nil and wrap(p, 0) or fail(ffi.string(C.tide_last_error()))
+      end
+    end
+    r[i] = t
+  end
+  return r
+end
+
+ctx_mt.__index = function(ctx, k)
+  if k == "saved_tensors" then return saved_of(ctx) end
+  return Ctx[k]
+end
+
+--- ctx:save_for_backward(...): keeps tensors (or nils) for backward, which reads
+-- them as ctx.saved_tensors (a list). Saving through ctx rather than in a field
+-- lets backward check that nothing wrote into them in place, frees them after a
+-- backward without retain_graph, and gives saved outputs their history under
+-- create_graph.
+function Ctx:save_for_backward(...)
+  local saved = { n = select("#", ...), versions = {} }
+  for i = 1, saved.n do
+    local t = select(i, ...)
+    if t ~= nil and not is_tensor(t) then
+      fail(string.format("save_for_backward: argument %d must be a tensor or nil, got %s", i, type(t)))
+    end
+    saved[i] = t
+    if t ~= nil then saved.versions[i] = C.tide_tensor_version(t) end
+  end
+  rawset(self, "_saved", saved)
+end
+
+--- ctx:mark_non_differentiable(...): these outputs of forward get no gradient
+-- (an argmax, a mask); backward still receives a zero gradient for each.
+function Ctx:mark_non_differentiable(...)
+  local set = rawget(self, "_non_diff") or {}
+  for i = 1, select("#", ...) do
+    local t = select(i, ...)
+    if not is_tensor(t) then fail("mark_non_differentiable: arguments must be tensors, got " .. type(t)) end
+    set[#set + 1] = t
+  end
+  rawset(self, "_non_diff", set)
+end
+
+--- ctx:set_materialize_grads(on): with false, backward gets nil (not zeros) for
+-- outputs whose gradient is zero because nothing used them.
+function Ctx:set_materialize_grads(on) rawset(self, "_materialize", on and true or false) end
+
+function Ctx.mark_dirty()
+  fail("mark_dirty: in-place autograd functions are not supported; return a new tensor from forward")
+end
+
+local function is_in(list, t)
+  for _, u in ipairs(list or {}) do
+    if rawequal(u, t) then return true end
+  end
+  return false
+end
+
+local function apply(fn, ...)
+  sweep_hooks()
+  local name = fn.name
+  if type(fn.forward) ~= "function" then fail(name .. ": forward is not defined (function " .. name .. ".forward(ctx, ...))") end
+  local n_args = select("#", ...)
+  local ctx = setmetatable({ needs_input_grad = {}, _materialize = true }, ctx_mt)
+  local inputs, where = {}, {}   -- the tensor arguments, and their positions among all arguments
+  local grad_on, any = C.tide_autograd_is_enabled() ~= 0, false
+  for i = 1, n_args do
+    local a = select(i, ...)
+    local needs = false
+    if is_tensor(a) then
+      needs = grad_on and C.tide_tensor_requires_grad(a) ~= 0
+      inputs[#inputs + 1], where[#where + 1] = a, i
+    end
+    ctx.needs_input_grad[i] = needs
+    any = any or needs
+  end
+  local outs = { n = 0 }
+  local function keep(...) outs = { n = select("#", ...), ... } end
+  keep(M.no_grad(fn.forward, ctx, ...))
+  if not any then return unpack(outs, 1, outs.n) end
+  if #inputs > C.TIDE_OP_MAX_IN then
+    fail(string.format("%s: at most %d tensor arguments can be differentiated through, got %d", name,
+      tonumber(C.TIDE_OP_MAX_IN), #inputs))
+  end
+  -- the differentiable outputs, in order; what backward gets a gradient for
+  local diff, metas, non_diff = {}, {}, rawget(ctx, "_non_diff")
+  for i = 1, outs.n do
+    local o = outs[i]
+    if is_tensor(o) then
+      metas[i] = { shape = o:shape(), dtype = o:dtype(), device = o:device() }
+      if o:is_floating_point() and not is_in(non_diff, o) then diff[#diff + 1] = i end
+    end
+  end
+  if #diff == 0 then return unpack(outs, 1, outs.n) end
+  if #diff > C.TIDE_OP_MAX_OUT then
+    fail(string.format("%s: at most %d differentiable outputs, got %d", name, tonumber(C.TIDE_OP_MAX_OUT), #diff))
+  end
+  local ins = ffi.new("tide_tensor *[?]", #inputs)
+  for k, t in ipairs(inputs) do ins[k - 1] = t end
+  local o, r, id = ffi.new("tide_tensor *[?]", #diff), ffi.new("tide_tensor *[?]", #diff), ffi.new("int64_t[1]")
+  for k, i in ipairs(diff) do o[k - 1] = outs[i] end
+  check(C.tide_autograd_custom(name, #inputs, ins, #diff, o, r, id))
+  local saved = rawget(ctx, "_saved")
+  for k, i in ipairs(diff) do
+    for j = 1, saved and saved.n or 0 do   -- a saved output: backward gives it back its history
+      if rawequal(saved[j], outs[i]) then
+        saved.output_of = saved.output_of or {}
+        saved.output_of[j] = k
+      end
+    end
+    outs[i] = wrap(r[k - 1], 0)
+  end
+  rawset(ctx, "_call", { name = name })
+  customs[tonumber(id[0])] = { fn = fn, ctx = ctx, where = where, n_args = n_args, diff = diff, metas = metas,
+                               n_out = outs.n }
+  return unpack(outs, 1, outs.n)
+end
+
+local custom_gy = ffi.new("tide_tensor *[?]", C.TIDE_OP_MAX_OUT)
+local custom_gx = ffi.new("tide_tensor *[?]", C.TIDE_OP_MAX_IN)
+
+run_custom = function(w, call, flags, grad_walk)
+  local ctx, name = call.ctx, call.fn.name
+  if type(call.fn.backward) ~= "function" then
+    fail(string.format("backward of '%s': backward is not defined (function %s.backward(ctx, ...))", name, name))
+  end
+  check(C.tide_autograd_walk_custom_grads(w, custom_gy))
+  local gys, got = {}, {}
+  for k, i in ipairs(call.diff) do
+    local g = custom_gy[k - 1]
+    if g ~= nil then gys[i], got[i] = wrap(g, 0), true end
+  end
+  local tide = require "tide"
+  for i = 1, call.n_out do   -- zeros for outputs nothing used, and for the non-differentiable
+    local m = call.metas[i]
+    if m and not got[i] and ctx._materialize then gys[i] = tide.zeros(m.shape, { dtype = m.dtype, device = m.device }) end
+  end
+  local create = bit.band(flags, C.TIDE_AUTOGRAD_CREATE_GRAPH) ~= 0
+  rawset(ctx, "_walk", create and w or nil)
+  rawset(ctx, "_grad_walk", grad_walk or nil)
+  local r = { pcall(call.fn.backward, ctx, unpack(gys, 1, call.n_out)) }
+  rawset(ctx, "_walk", nil)
+  rawset(ctx, "_grad_walk", nil)
+  if not r[1] then error(string.format("backward of '%s' raised an error: %s", name, tostring(r[2])), 0) end
+  for j = call.n_args + 2, table.maxn(r) do
+    if r[j] ~= nil then
+      fail(string.format("backward of '%s' returned %d values, but forward took %d arguments", name,
+        table.maxn(r) - 1, call.n_args))
+    end
+  end
+  for k, i in ipairs(call.where) do
+    local g = r[i + 1]
+    if g ~= nil and not is_tensor(g) then
+      fail(string.format("backward of '%s': the gradient of argument %d must be a tensor or nil, got %s", name, i,
+        type(g)))
+    end
+    custom_gx[k - 1] = g
+  end
+  local st = C.tide_autograd_walk_custom_result(w, #call.where, custom_gx)
+  for k = 0, #call.where - 1 do custom_gx[k] = nil end
+  check(st)
+  if bit.band(flags, C.TIDE_AUTOGRAD_RETAIN_GRAPH) == 0 then   -- as the runtime frees a rule's saved tensors
+    rawset(ctx, "_saved", nil)
+    rawset(ctx, "_freed", true)
+  end
+end
+
+-- The custom function calls whose nodes are alive (for specs of memory).
+function M._live_functions()
+  B.release_collected()
+  sweep_hooks()
+  local n = 0
+  for _ in pairs(customs) do n = n + 1 end
+  return n
+end
+
+local function_mt = { __call = function(fn, ...) return apply(fn, ...) end }
+
+--- autograd.Function(name [, {forward = f, backward = g}]): a differentiable
+-- function whose backward you write, as torch.autograd.Function. forward(ctx,
+-- ...) runs with grad mode off and returns tensors (and other values);
+-- backward(ctx, ...) gets one gradient per forward result (zeros for unused or
+-- non-differentiable ones, nil for non-tensors) and returns one per forward
+-- argument (nil: zero, or not a tensor). ctx carries what forward keeps for
+-- backward: ctx:save_for_backward(...) / ctx.saved_tensors, ctx.needs_input_grad
+-- (a boolean per argument), ctx:mark_non_differentiable(...),
+-- ctx:set_materialize_grads(false), and any field of your own. Call it as
+-- F(...) or F.apply(...). backward runs as ordinary ops, recorded under
+-- create_graph (so it can be differentiated again), and may itself run a
+-- backward of a graph of its own. At most 8 tensor arguments and 4
+-- differentiable results.
+-- @usage local Exp = tide.autograd.Function("Exp")
+-- function Exp.forward(ctx, x) local y = x:exp(); ctx:save_for_backward(y); return y end
+-- function Exp.backward(ctx, gy) local y = unpack(ctx.saved_tensors); return gy * y end
+-- local y = Exp(x)
+function M.Function(name, def)
+  if type(name) ~= "string" or name == "" then
+    fail("autograd.Function: argument 1 must be the function's name (a string), got " .. type(name))
+  end
+  if def ~= nil and type(def) ~= "table" then
+    fail("autograd.Function: argument 2 must be a table {forward = f, backward = g}, got " .. type(def))
+  end
+  local fn = setmetatable({ name = name }, function_mt)
+  if def then fn.forward, fn.backward = def.forward, def.backward end
+  fn.apply = function(...) return apply(fn, ...) end
+  return fn
 end
 
 -- -- grad mode ----------------------------------------------------------------------

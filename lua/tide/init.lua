@@ -314,6 +314,28 @@ function tide.manual_seed(seed)
 end
 function tide.initial_seed() return tonumber(C.tide_initial_seed()) end
 
+--- get_rng_state(): the generator's state, as a 2-element int64 tensor (its seed
+-- and the next unused counter of its Philox stream, bit for bit); set_rng_state
+-- takes it back, so the numbers drawn after it repeat. It can be saved with tide.save.
+-- @usage local s = tide.get_rng_state(); local a = tide.rand(3); tide.set_rng_state(s); assert(tide.equal(a, tide.rand(3)))
+function tide.get_rng_state()
+  local seed, offset = ffi.new("uint64_t[1]"), ffi.new("uint64_t[1]")
+  C.tide_rng_get_state(seed, offset)
+  local s = tide.empty({ 2 }, { dtype = "int64", device = "cpu" })
+  local p = ffi.cast("uint64_t *", s:data_ptr())
+  p[0], p[1] = seed[0], offset[0]
+  return s
+end
+function tide.set_rng_state(s)
+  if not T.is_tensor(s) or s:dtype() ~= "int64" or s:dim() ~= 1 or s:numel() ~= 2 then
+    fail("set_rng_state: expects the int64 tensor of 2 elements get_rng_state gives, got "
+      .. (T.is_tensor(s) and (s:dtype() .. " of shape [" .. table.concat(s:shape(), ",") .. "]") or type(s)))
+  end
+  local c = s:cpu():contiguous()
+  local p = ffi.cast("uint64_t *", c:data_ptr())
+  C.tide_rng_set_state(p[0], p[1])
+end
+
 -- -- runtime ----------------------------------------------------------------------------
 
 --- Waits for all pending work; raises the first error not yet reported.
@@ -513,6 +535,7 @@ tide.plot = require "tide.plot"
 tide.Tensor = methods   -- the method table, for extension: function tide.Tensor.foo(t) ... end
 tide.optim = require "tide.optim"
 tide.jit = require "tide.jit"           -- jit.compile: capture a function into a graph, replay it
+tide.utils = { checkpoint = require "tide.checkpoint" }   -- utils.checkpoint: recompute instead of keeping
 require("tide.compose")(tide, methods)  -- functions and methods composed from the ops above
 require("tide.distance")(tide, methods)  -- cdist, pdist
 require("tide.linalg")(tide, methods)  -- tide.linalg: solve, cholesky, eigh, qr, svd, ...
