@@ -628,6 +628,8 @@ require("tide.nn.rnn_utils")(nn)
 require("tide.nn.embedding_bag")(nn)
 require("tide.nn.ctc")(nn)
 require("tide.nn.container")(nn)
+require("tide.nn.parametrize")(nn)
+require("tide.nn.parametrizations")(nn)
 
 REG["tide.nn"] = nn
 return nn
