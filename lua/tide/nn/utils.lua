@@ -1,7 +1,9 @@
 --- tide.nn.utils: gradient clipping and flattening parameters to one vector,
 -- as torch.nn.utils. Clipping runs on the device with tensor ops and reads
 -- nothing back (the total norm stays a 0-d tensor), so it runs asynchronously
--- and inside tide.jit.compile'd steps. Called once by tide.nn with the nn table.
+-- and inside tide.jit.compile'd steps. Parametrizations (nn.utils.parametrize,
+-- nn.utils.parametrizations, nn.utils.weight_norm / spectral_norm) are in
+-- tide.nn.parametrize and tide.nn.parametrizations. Called once by tide.nn with the nn table.
 local tide = require "tide"
 local B = require "bindings.ffi"
 local fail = B.fail
