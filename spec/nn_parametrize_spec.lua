@@ -369,6 +369,22 @@ describe("nn.utils.parametrizations.orthogonal", function()
     end)
   end
 
+  it("makes each matrix of a batch orthogonal", function()
+    tide.manual_seed(6)
+    local Batch = nn.Module:extend("Batch")
+    function Batch:init(shape) self.w = tide.randn(shape, { dtype = "float64" }):requires_grad_() end
+    for _, map in ipairs { "matrix_exp", "cayley", "householder" } do
+      for _, shape in ipairs { { 2, 3, 3 }, { 2, 4, 2 }, { 2, 2, 4 } } do
+        local m = PZ.orthogonal(Batch(shape), "w", map)
+        set(m.parametrizations.w.original,
+          m.parametrizations.w.original + tide.randn(shape, { dtype = "float64" }):tril(-1) * 0.3)
+        local W = m.w
+        local G = shape[2] < shape[3] and W:matmul(W:mT()) or W:mT():matmul(W)
+        H.close(G, tide.eye(G:size(-1), { dtype = "float64" }):expand(G:shape()), 0, 1e-12, map)
+      end
+    end
+  end)
+
   it("assigns an orthogonal matrix through right_inverse, round-trips state_dict, and refuses 1-d weights", function()
     local m = PZ.orthogonal(nn.Linear(3, 3, { dtype = "float64" }))
     local R = t64({ { 0, -1, 0 }, { 1, 0, 0 }, { 0, 0, 1 } })
@@ -387,6 +403,10 @@ describe("nn.utils.parametrizations.orthogonal", function()
       "orthogonal: Linear.bias must be a matrix or a batch of matrices, got a 1-d tensor")
     assert.has_error(function() PZ.orthogonal(nn.Linear(3, 3), "weight", "qr") end,
       "orthogonal: orthogonal_map must be 'matrix_exp', 'cayley' or 'householder', got qr")
+    assert.has_error(function()
+      PZ.orthogonal(nn.Linear(3, 3), "weight", "householder", { use_trivialization = false })
+    end, "orthogonal: the householder map needs use_trivialization = true here (its inverse needs LAPACK's " ..
+      "geqrf, which tide lacks)")
     assert.has_error(function() PZ.orthogonal(nn.Linear(3, 3), "weight", nil, { trivial = true }) end,
       "orthogonal: unknown option 'trivial'")
     assert.has_error(function() m.weight = tide.eye(2, { dtype = "float64" }) end,
