@@ -109,6 +109,8 @@ end
 --   init_state(p, group): a parameter's fresh state;
 --   derive(hy, group): per-step 0-d tensors shared by a group's parameters on one device;
 --   update(p, g, state, group, hy, d): the in-place update of one parameter.
+-- A class whose step is not a per-parameter update (LBFGS) overrides step
+-- instead, and state_dict / load_state_dict where its state differs.
 -- @param name the class name, used in error messages ("SGD")
 -- @param spec the table above; it becomes the class
 -- @return the class: call it as Class(params, options)
@@ -129,7 +131,7 @@ end
 function Optimizer.is_optimizer(x)
   if type(x) ~= "table" then return false end
   local mt = getmetatable(x)
-  return type(mt) == "table" and type(mt.update) == "function" and type(x.param_groups) == "table"
+  return type(mt) == "table" and type(mt.step) == "function" and type(x.param_groups) == "table"
 end
 
 -- Validates the options of a group; where is "" or "param group 2: ".
