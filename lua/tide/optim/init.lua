@@ -6,11 +6,12 @@
 --       opt:zero_grad(); loss_fn():backward(); opt:step(); sched:step()
 --     end
 --
--- Optimizers: SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, NAdam
--- (Optimizer is their base, for new ones). They take a tensor, a list of
--- tensors or PyTorch's param groups ({ { params = {...}, lr = 0.1 }, { params =
--- {...} } }), then an options table. Every update is a handful of in-place
--- engine ops per parameter (no Lua loop over elements), run under no_grad.
+-- Optimizers: SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, NAdam,
+-- RAdam, Rprop and ASGD (Optimizer is their base, for new ones). They
+-- take a tensor, a list of tensors or PyTorch's param groups ({ { params =
+-- {...}, lr = 0.1 }, { params = {...} } }), then an options table. Every
+-- update is a handful of in-place engine ops per parameter (no Lua loop over
+-- elements), run under no_grad.
 -- Schedules (lr_scheduler.X, also reachable as tide.optim.X): StepLR,
 -- MultiStepLR, ExponentialLR, LambdaLR, MultiplicativeLR, LinearLR, ConstantLR,
 -- PolynomialLR, CosineAnnealingLR, CosineAnnealingWarmRestarts, OneCycleLR,
@@ -22,15 +23,17 @@
 -- takes effect on the next step. The update ops never read those Lua numbers.
 -- Each group keeps one 0-d float64 tensor per numeric hyperparameter (lr,
 -- momentum, dampening, weight_decay, beta1, beta2, eps, alpha, rho, lr_decay,
--- momentum_decay; one set per device its parameters live on):
+-- momentum_decay, Rprop's etas and step sizes, ASGD's lambd and t0; one set
+-- per device its parameters live on):
 -- `opt:hyperparameter_tensors(i [, device])`.
 -- `opt:sync_hyperparameters()` copies each value that changed since its last
 -- call into its tensor (one fill op each; nothing when nothing changed); step()
 -- calls it first, and a scheduler's step() calls it after setting the new lr
 -- and momentum. Everything that changes every step is a tensor too: each
--- parameter's step count (state.step, 0-d float64; NAdam's mu_product too), and
--- the bias corrections, step sizes, decayed lrs and 1 - beta factors, computed
--- from those tensors by engine ops.
+-- parameter's step count (state.step, 0-d float64; NAdam's mu_product and
+-- ASGD's eta and mu too), and the bias corrections, step sizes, decayed lrs,
+-- 1 - beta factors and RAdam's rectification (both branches, one picked by
+-- tide.where), computed from those tensors by engine ops.
 -- So the ops a step enqueues are the same from one step to the next, and a
 -- compiled (replayed) training step that captured them picks up a new lr once
 -- the tensors hold it: set the field and call sync_hyperparameters() (or step
@@ -54,6 +57,9 @@ local M = {
   Adadelta = require "tide.optim.adadelta",
   Adamax = adamax.Adamax,
   NAdam = adamax.NAdam,
+  RAdam = require "tide.optim.radam",
+  Rprop = require "tide.optim.rprop",
+  ASGD = require "tide.optim.asgd",
   lr_scheduler = lr_scheduler,
 }
 for _, name in ipairs { "StepLR", "MultiStepLR", "ExponentialLR", "LambdaLR", "MultiplicativeLR", "LinearLR",
