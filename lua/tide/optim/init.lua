@@ -7,11 +7,13 @@
 --     end
 --
 -- Optimizers: SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, NAdam,
--- RAdam, Rprop and ASGD (Optimizer is their base, for new ones). They
+-- RAdam, Rprop, ASGD and LBFGS (Optimizer is their base, for new ones). They
 -- take a tensor, a list of tensors or PyTorch's param groups ({ { params =
 -- {...}, lr = 0.1 }, { params = {...} } }), then an options table. Every
 -- update is a handful of in-place engine ops per parameter (no Lua loop over
--- elements), run under no_grad.
+-- elements), run under no_grad. LBFGS is the exception to what follows: its
+-- step(closure) re-evaluates the loss and reads scalars to the host, as
+-- PyTorch's does, and takes one param group only.
 -- Schedules (lr_scheduler.X, also reachable as tide.optim.X): StepLR,
 -- MultiStepLR, ExponentialLR, LambdaLR, MultiplicativeLR, LinearLR, ConstantLR,
 -- PolynomialLR, CosineAnnealingLR, CosineAnnealingWarmRestarts, OneCycleLR,
@@ -60,6 +62,7 @@ local M = {
   RAdam = require "tide.optim.radam",
   Rprop = require "tide.optim.rprop",
   ASGD = require "tide.optim.asgd",
+  LBFGS = require "tide.optim.lbfgs",
   lr_scheduler = lr_scheduler,
 }
 for _, name in ipairs { "StepLR", "MultiStepLR", "ExponentialLR", "LambdaLR", "MultiplicativeLR", "LinearLR",
