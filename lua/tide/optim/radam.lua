@@ -58,11 +58,11 @@ function RAdam.derive(hy, group)
   }
 end
 
--- Six passes over the parameter's memory (lerp_, mul_, addcmul_, sqrt, add_
--- and where), then addcdiv_; weight decay and maximize add one each. Before
+-- Seven passes over the parameter's memory (lerp_, mul_, addcmul_, sqrt, add_,
+-- where, addcdiv_); weight decay and maximize add one each. Before
 -- rectification the denominator is 1 and the factor lr / (beta1^t - 1), so
--- the one addcdiv_ serves both branches. The rectifier is NaN while rho_t < 4,
--- where the other branch is taken.
+-- the one addcdiv_ serves both branches. The rectifier is NaN while
+-- 2 < rho_t < 4, steps that take the other branch.
 function RAdam.update(p, g, st, group, hy, d)
   if group.maximize then g = -g end
   local step = st.step
