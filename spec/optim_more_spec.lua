@@ -616,6 +616,24 @@ describe("optim, more optimizers", function()
       end
     end)
 
+    it("takes its lr from a schedule", function()
+      local x = tide.tensor({ 1, -2 }, { dtype = "float64", requires_grad = true })
+      local opt = optim.LBFGS({ x }, { max_iter = 1 })
+      local sched = optim.StepLR(opt, { step_size = 1, gamma = 0.5 })
+      local function closure()
+        opt:zero_grad()
+        local loss = (x ^ 2):sum()
+        loss:backward()
+        return loss
+      end
+      opt:step(closure)   -- the first step: min(1, 1 / |g|_1) lr, |g|_1 = 6
+      sched:step()
+      assert.are.equal(0.5, opt.param_groups[1].lr)
+      local x1 = x:totable()
+      opt:step(closure)   -- then the L-BFGS direction times lr: on x^2, -x exactly, halved
+      H.close(x, { x1[1] / 2, x1[2] / 2 }, 1e-12, 0)
+    end)
+
     it("reports bad closures, groups and parameters", function()
       local x = tide.tensor({ 1, 2 }, { requires_grad = true })
       local opt = optim.LBFGS({ x })
