@@ -227,25 +227,48 @@ local function direction(g, st)
   return r
 end
 
+-- Takes the pair (s, y) = (the last step, the change of the gradient) into
+-- the history where y.s > 1e-10 (so that H stays positive definite), dropping
+-- the oldest beyond history pairs.
+local function remember(st, s, y, history)
+  local ys = dot(y, s)
+  if ys:item() <= 1e-10 then return end
+  if #st.old_dirs == history then
+    table.remove(st.old_dirs, 1); table.remove(st.old_stps, 1); table.remove(st.ro, 1)
+  end
+  table.insert(st.old_dirs, y); table.insert(st.old_stps, s); table.insert(st.ro, 1 / ys)
+  st.H_diag = ys / dot(y, y)
+end
+
+-- Moves params to x + t d with t from the line search (first trial t); returns
+-- t, the loss and the flat gradient there, and the closure calls it made.
+local function search(params, evaluate, d, t, loss, g, gd, tol_change)
+  local x0 = {}
+  for i, p in ipairs(params) do x0[i] = p:clone() end
+  local pt, evals = strong_wolfe(function(a)
+    add_flat(params, a, d)
+    local f, fg = evaluate()
+    for i, p in ipairs(params) do p:copy_(x0[i]) end
+    return f, fg
+  end, t, d, loss, g, gd, tol_change)
+  add_flat(params, pt.a, d)
+  return pt.a, pt.f, pt.g, evals
+end
+
 -- Runs the iterations of one step(closure), with gradient recording off.
 local function run(self, closure, orig_loss)
   local group = self.param_groups[1]
   local params = group.params
   local lr, max_iter, max_eval = group.lr, group.max_iter, group.max_eval
-  local tol_grad, tol_change, history = group.tolerance_grad, group.tolerance_change, group.history_size
-  local p1 = params[1]
-  local st = self.state[p1]
+  local tol_grad, tol_change = group.tolerance_grad, group.tolerance_change
+  local st = self.state[params[1]]
   if st == nil then
     st = { func_evals = 0, n_iter = 0 }
-    self.state[p1] = st
+    self.state[params[1]] = st
   end
-  local function evaluate()
-    local loss = autograd.enable_grad(closure)
-    return loss_value(loss), flat_grad(params)
-  end
+  local function evaluate() return loss_value(autograd.enable_grad(closure)), flat_grad(params) end
 
-  local loss = loss_value(orig_loss)
-  local g = flat_grad(params)
+  local loss, g = loss_value(orig_loss), flat_grad(params)
   st.func_evals = st.func_evals + 1
   if max_abs(g) <= tol_grad then return end
   local evals, iter = 1, 0
@@ -257,47 +280,26 @@ local function run(self, closure, orig_loss)
       d = -g
       st.old_dirs, st.old_stps, st.ro, st.H_diag = {}, {}, {}, 1
     else
-      local y, s = g - st.prev_flat_grad, d * t
-      local ys = dot(y, s)
-      if ys:item() > 1e-10 then   -- keep the pair only where it keeps H positive definite
-        if #st.old_dirs == history then
-          table.remove(st.old_dirs, 1); table.remove(st.old_stps, 1); table.remove(st.ro, 1)
-        end
-        table.insert(st.old_dirs, y); table.insert(st.old_stps, s); table.insert(st.ro, 1 / ys)
-        st.H_diag = ys / dot(y, y)
-      end
+      remember(st, d * t, g - st.prev_flat_grad, group.history_size)
       d = direction(g, st)
     end
     st.prev_flat_grad, st.prev_loss = g, loss
     t = st.n_iter == 1 and math.min(1, 1 / g:abs():sum():item()) * lr or lr
     local gd = dot(g, d):item()
     if gd > -tol_change then break end   -- not a descent direction
-    local ls_evals = 0
-    local done = false
+    local more = 0
     if group.line_search_fn == "strong_wolfe" then
-      local x0 = {}
-      for i, p in ipairs(params) do x0[i] = p:clone() end
-      local pt
-      pt, ls_evals = strong_wolfe(function(a)
-        add_flat(params, a, d)
-        local f, fg = evaluate()
-        for i, p in ipairs(params) do p:copy_(x0[i]) end
-        return f, fg
-      end, t, d, loss, g, gd, tol_change)
-      t, loss, g = pt.a, pt.f, pt.g
-      add_flat(params, t, d)
-      done = max_abs(g) <= tol_grad
+      t, loss, g, more = search(params, evaluate, d, t, loss, g, gd, tol_change)
     else
       add_flat(params, t, d)
       if iter ~= max_iter then
         loss, g = evaluate()
-        ls_evals = 1
-        done = max_abs(g) <= tol_grad
+        more = 1
       end
     end
-    evals = evals + ls_evals
-    st.func_evals = st.func_evals + ls_evals
-    if done or iter == max_iter or evals >= max_eval then break end
+    evals = evals + more
+    st.func_evals = st.func_evals + more
+    if iter == max_iter or evals >= max_eval or max_abs(g) <= tol_grad then break end
     if max_abs(d) * math.abs(t) <= tol_change or math.abs(loss - st.prev_loss) < tol_change then break end
   end
   st.d, st.t = d, t
