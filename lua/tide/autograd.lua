@@ -3,6 +3,8 @@
 -- this file gives it its Lua face: the tensor fields `grad`, `requires_grad`,
 -- `grad_fn` and `is_leaf`, `t:backward()`, `tide.no_grad`, `autograd.grad`
 -- and `gradcheck`. Backward rules live in C, next to nothing Lua needs.
+-- `autograd.functional` (jacobian, hessian, vjp, jvp, hvp, vhp) is
+-- autograd_functional.lua, loaded on first use.
 local bit = require "bit"
 local B = require "bindings.ffi"
 local T = require "tide.tensor"
@@ -605,5 +607,13 @@ function M.gradcheck(fn, ins, opts)
   end
   return true
 end
+
+-- on first use: autograd_functional requires tide, which requires this file
+setmetatable(M, { __index = function(t, k)
+  if k == "functional" then
+    t[k] = require "tide.autograd_functional"
+    return t[k]
+  end
+end })
 
 return M
