@@ -536,6 +536,8 @@ tide.Tensor = methods   -- the method table, for extension: function tide.Tensor
 tide.optim = require "tide.optim"
 tide.jit = require "tide.jit"           -- jit.compile: capture a function into a graph, replay it
 tide.utils = { checkpoint = require "tide.checkpoint" }   -- utils.checkpoint: recompute instead of keeping
+tide.amp = require "tide.amp"           -- autocast (mixed precision)
+tide.autocast = tide.amp.autocast
 require("tide.compose")(tide, methods)  -- functions and methods composed from the ops above
 require("tide.distance")(tide, methods)  -- cdist, pdist
 require("tide.linalg")(tide, methods)  -- tide.linalg: solve, cholesky, eigh, qr, svd, ...

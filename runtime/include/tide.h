@@ -415,6 +415,23 @@ tide_tensor * tide_autograd_walk_custom_output(tide_autograd_walk * w, int32_t n
 /* The version of t's storage: it grows with every in-place write. */
 int32_t     tide_tensor_version(const tide_tensor * t);
 
+/*
+ * Autocast (mixed precision), per thread and per kind of device, as
+ * torch.autocast: while on for TIDE_DEVICE_CPU or TIDE_DEVICE_CUDA, op calls
+ * that make a new result on such a device cast their float32/float16/bfloat16
+ * inputs: matrix products and convolutions to `dtype`, ops that need range or
+ * precision (exp, log, pow, softmax, sums, cumulative sums, linear algebra) to
+ * float32. Casts are recorded copies (differentiable); backward walks run with
+ * autocast off. Weights (leaves that require grad) are cast once per version
+ * until autocast is off for every kind of device, or the cache is cleared.
+ */
+/* Sets the low-precision dtype (TIDE_DTYPE_F16 or TIDE_DTYPE_BF16), or -1 for
+ * off; returns the previous setting, or -2 (error set) for a bad argument. */
+int32_t     tide_autocast_set(int32_t device_type, int32_t dtype);
+int32_t     tide_autocast_get(int32_t device_type);   /* the dtype, or -1 when off */
+/* Releases the cached casts of weights. */
+void        tide_autocast_clear_cache(void);
+
 /* 1 if op (a registry id) has a backward rule. */
 int32_t     tide_op_is_differentiable(int32_t op);
 

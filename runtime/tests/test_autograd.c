@@ -163,6 +163,33 @@ static void test_custom(void) {
     tide_tensor_release(three), tide_tensor_release(two), tide_tensor_release(x);
 }
 
+/* Autocast from C: a product of float32 tensors runs in bfloat16 while it is on
+ * for the CPU, and backward (inside the region too) gives float32 gradients. */
+static void test_autocast(void) {
+    double        xs[6] = {1, 2, 3, 4, 5, 6};
+    int64_t       sz[2] = {2, 3}, wsz[2] = {3, 2};
+    tide_tensor * x = tide_tensor_from_doubles(xs, 2, sz, TIDE_DTYPE_F32);
+    tide_tensor * w = tide_tensor_from_doubles(xs, 2, wsz, TIDE_DTYPE_F32);
+    CHECK(tide_tensor_set_requires_grad(w, 1) == TIDE_OK);
+    CHECK(tide_autocast_set(TIDE_DEVICE_CPU, TIDE_DTYPE_F32) == -2 && strstr(tide_last_error(), "float16") != NULL);
+    CHECK(tide_autocast_set(TIDE_DEVICE_CPU, TIDE_DTYPE_BF16) == -1);
+    CHECK(tide_autocast_get(TIDE_DEVICE_CPU) == TIDE_DTYPE_BF16);
+    tide_tensor * y = op2("matmul", x, w, NULL), * s = y ? op2("sum", y, NULL, NULL) : NULL;
+    CHECK(y && y->dtype_id == TIDE_DTYPE_BF16);
+    CHECK(s && s->dtype_id == TIDE_DTYPE_F32);   /* sums take float32 */
+    CHECK(s && tide_autograd_backward(1, &s, NULL, 0) == TIDE_OK);
+    CHECK(tide_autocast_set(TIDE_DEVICE_CPU, -1) == TIDE_DTYPE_BF16);
+    tide_tensor * g = tide_tensor_grad(w);
+    CHECK(g && g->dtype_id == TIDE_DTYPE_F32);
+    /* d sum(xw)/dw[i][j] = sum over rows of x[.][i]: 5, 7, 9 (exact in bfloat16) */
+    const double want[6] = {5, 5, 7, 7, 9, 9};
+    for (int64_t i = 0; g && i < 6; i++) CHECK(value(g, i) == want[i]);
+    tide_tensor * z = op2("matmul", x, w, NULL);
+    CHECK(z && z->dtype_id == TIDE_DTYPE_F32);
+    tide_tensor_release(z), tide_tensor_release(g), tide_tensor_release(s), tide_tensor_release(y);
+    tide_tensor_release(w), tide_tensor_release(x);
+}
+
 /* Fits w in y = X w by gradient descent; returns the final loss. */
 static double fit(int steps) {
     enum { N = 64, D = 4 };
@@ -213,6 +240,7 @@ int main(void) {
     test_second_derivative();
     test_hooks();
     test_custom();
+    test_autocast();
     CHECK(fit(300) < 1e-6);
     pthread_t th[2];
     double    losses[2] = {1, 1};

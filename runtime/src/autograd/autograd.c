@@ -1023,6 +1023,7 @@ struct tide_autograd_walk {
     int32_t        phase;        /* 0: nodes, 1: leaves, 2: done */
     tide_status    st;
     int32_t        grad_off;     /* the caller's grad mode, set back at the end */
+    tide_autocast_state autocast;   /* the caller's autocast, off during the walk */
     bool           allow_unused;
 };
 
@@ -1249,6 +1250,7 @@ tide_status tide_autograd_walk_begin(tide_autograd_walk ** out, int32_t n, tide_
     w->leaf_cur = -1;
     w->grad_off = tide_grad_off;
     tide_grad_off = !create;   /* create_graph: the rules' ops are recorded */
+    w->autocast = tide_autocast_suspend();   /* the rules compute in the forward's dtypes */
     if (!walk_top) pthread_mutex_lock(&walk_lock);   /* a nested walk runs under its outer walk's hold */
     w->outer = walk_top;
     walk_top = w;
@@ -1378,6 +1380,7 @@ tide_status tide_autograd_walk_end(tide_autograd_walk * w, tide_tensor ** result
     if (!walk_top) pthread_mutex_unlock(&walk_lock);
     for (int64_t k = 0; k < w->all.n; k++) tide_node_release(w->all.v[k]);
     tide_grad_off = w->grad_off;
+    tide_autocast_resume(w->autocast);
     for (int32_t k = 0; k < r->n_in && st == TIDE_OK; k++) {
         if (r->results[k]) {
             tide_meta m;

@@ -244,6 +244,17 @@ TIDE_INTERNAL tide_status tide_broadcast_shape(const char * op, tide_tensor * co
 /* Thread-local grad mode; read on every op call. */
 extern _Thread_local int32_t tide_grad_off;   /* 0: recording (the default) */
 
+/* Autocast (ops/autocast.c). tide_autocast_on counts the device kinds this
+ * thread has it on for: 0 keeps tide_op_call's fast path. */
+extern _Thread_local int32_t tide_autocast_on;
+typedef struct { int32_t dtype[2], on; } tide_autocast_state;
+/* Turns autocast off for a backward walk, and back on after it. */
+TIDE_INTERNAL tide_autocast_state tide_autocast_suspend(void);
+TIDE_INTERNAL void                tide_autocast_resume(tide_autocast_state s);
+/* The inputs of op cast as autocast wants them: out[i] +1, or NULL where in[i]
+ * stays. Returns how many were cast, or -1 on failure (nothing kept). */
+TIDE_INTERNAL int32_t tide_autocast_inputs(int32_t op, tide_tensor * const * in, int32_t n_in, tide_tensor ** out);
+
 static inline bool tide_needs_grad(const tide_tensor * t) {
     return t->ag_node != NULL || (t->flags & TIDE_TENSOR_REQUIRES_GRAD);
 }

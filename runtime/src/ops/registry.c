@@ -474,8 +474,25 @@ tide_status tide_op_prepare(int32_t op, tide_tensor * const * inputs, int32_t n_
  * values it records (constants, check mode) outside the engine's order. */
 static inline bool defer_result(void) { return tide_capture == NULL; }
 
+static tide_status op_call(int32_t op, tide_tensor * const * inputs, int32_t n_in, const tide_op_params * params,
+                           tide_tensor ** outputs, tide_tensor * out);
+
 tide_status tide_op_call(int32_t op, tide_tensor * const * inputs, int32_t n_in, const tide_op_params * params,
                          tide_tensor ** outputs, tide_tensor * out) {
+    if (TIDE_LIKELY(!tide_autocast_on) || out || n_in < 1 || n_in > TIDE_OP_MAX_IN)
+        return op_call(op, inputs, n_in, params, outputs, out);
+    tide_tensor * cast[TIDE_OP_MAX_IN], * in[TIDE_OP_MAX_IN];
+    int32_t       n = tide_autocast_inputs(op, inputs, n_in, cast);
+    if (n < 0) return tide_last_status();
+    if (n == 0) return op_call(op, inputs, n_in, params, outputs, out);
+    for (int32_t i = 0; i < n_in; i++) in[i] = cast[i] ? cast[i] : inputs[i];
+    tide_status st = op_call(op, in, n_in, params, outputs, out);
+    for (int32_t i = 0; i < n_in; i++) tide_tensor_release(cast[i]);
+    return st;
+}
+
+static tide_status op_call(int32_t op, tide_tensor * const * inputs, int32_t n_in, const tide_op_params * params,
+                           tide_tensor ** outputs, tide_tensor * out) {
     tide_op_prepared r;
     TIDE_CHECK(tide_op_prepare(op, inputs, n_in, params, out, &r));
     const op_entry * e = &ops[op];
