@@ -354,10 +354,27 @@ describe("utils.checkpoint", function()
     raises(function() checkpoint.checkpoint_sequential({}, 2, x) end, "checkpoint_sequential: argument 1 must be")
     raises(function() checkpoint.checkpoint_sequential({ function(a) return a end }, 0, x) end,
       "checkpoint_sequential: segments must be a positive integer")
-    local drop = tide.jit.compile(function(a)
-      return checkpoint.checkpoint(function(b) return nn.functional.dropout(b, 0.5, true) end, a):sum()
+  end)
+
+  it("replays its dropout masks in the recomputation of a compiled step", function()
+    local w = tide.tensor({ 0.5, -1, 2, 1, 3, 1.5 }, "float64"):requires_grad_()
+    local step = tide.jit.compile(function(x)
+      w.grad = nil
+      local y = checkpoint.checkpoint(function(a) return nn.functional.dropout(a * w, 0.5, true) end, x)
+      y:sum():backward()
+      return y, w.grad
     end)
-    raises(function() for _ = 1, 3 do drop(x) end end, "checkpoint: fn draws random numbers (dropout?)")
+    local masks = {}
+    for i = 1, 6 do
+      local x = tide.tensor({ i, 1, 0.5, 2, 3, 4 }, "float64")
+      local y, g = step(x)
+      local kept = y:ne(0):double()
+      H.close(g, kept * x * 2, 0, 0, "replay " .. i)   -- the gradient's mask is the forward's
+      masks[i] = table.concat(H.flat(kept:totable()), ",")
+    end
+    local differ = false
+    for i = 2, 6 do differ = differ or masks[i] ~= masks[1] end
+    assert.is_true(differ, "every replay drew the same mask")
   end)
 
   it("is captured by tide.jit.compile when fn draws no random numbers", function()

@@ -44,16 +44,7 @@ function Checkpoint.forward(ctx, fn, preserve, _, ...)
   local tensors = {}
   for i = 1, ctx.args.n do tensors[i] = is_tensor(ctx.args[i]) and ctx.args[i] or nil end
   ctx:save_for_backward(unpack(tensors, 1, ctx.args.n))
-  if not (preserve and T.is_capturing()) then return fn(...) end
-  local r = pack(fn(...))
-  local now = rng_state()
-  if now[0] ~= ctx.rng[0] or now[1] ~= ctx.rng[1] then
-    -- a replay reserves each random step's numbers afresh: the recomputation's would differ from the forward's
-    fail("checkpoint: fn draws random numbers (dropout?), and inside tide.jit.compile its recomputation in "
-      .. "backward could not draw the same ones; checkpoint outside the compiled function, or pass "
-      .. "preserve_rng_state = false if different numbers are acceptable")
-  end
-  return unpack(r, 1, r.n)
+  return fn(...)
 end
 
 function Checkpoint.backward(ctx, ...)

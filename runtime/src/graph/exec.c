@@ -75,6 +75,7 @@ struct tide_exec {
     step *          steps;             /* by wave, then node */
     int32_t         n_steps, n_random;
     uint64_t *      random_nelem;      /* per generator slot, in node order: the draws it reserves */
+    uint64_t *      random_from;       /* per slot: the {seed, offset} its first op drew when captured */
     int32_t *       waves;             /* steps[waves[w] .. waves[w + 1]) make wave w */
     int32_t         n_waves;
     int32_t *       small_units;       /* first step of each small unit, by wave */
@@ -580,10 +581,21 @@ static bool build_op(builder * b, int32_t i) {
     s->kernel = r.kernel;
     s->c      = r.c;
     if (r.flags & TIDE_OPF_RANDOM) {
-        uint64_t * rn = realloc(x->random_nelem, (size_t)(x->n_random + 1) * sizeof *rn);
-        if (!rn) return fail_build(b, "out of memory");
-        x->random_nelem = rn;
-        s->random = x->n_random++;
+        /* An op that drew the same slice as an earlier one when captured (the
+         * generator was set back: a checkpoint's recomputation replays its
+         * forward's dropout) reads that op's slice in replays too. */
+        for (int32_t k = 0; k < x->n_random && s->random < 0; k++)
+            if (x->random_from[2 * k] == n->rng_seed && x->random_from[2 * k + 1] == n->rng_offset) s->random = k;
+        if (s->random < 0) {
+            uint64_t * rn = realloc(x->random_nelem, (size_t)(x->n_random + 1) * sizeof *rn);
+            if (rn) x->random_nelem = rn;
+            uint64_t * rf = rn ? realloc(x->random_from, 2 * (size_t)(x->n_random + 1) * sizeof *rf) : NULL;
+            if (!rf) return fail_build(b, "out of memory");
+            x->random_from = rf;
+            rf[2 * x->n_random] = n->rng_seed, rf[2 * x->n_random + 1] = n->rng_offset;
+            x->random_nelem[x->n_random] = 0;
+            s->random = x->n_random++;
+        }
     }
     if (target) {
         if (!note_write(b, n->into)) return fail_build(b, "out of memory");
@@ -787,8 +799,11 @@ static bool build(builder * b) {
         if (!ok) return false;
         if (b->why[0]) return false;
     }
-    for (int32_t i = 0; i < x->n_steps; i++)
-        if (x->steps[i].random >= 0) x->random_nelem[x->steps[i].random] = (uint64_t)x->steps[i].c.out[0]->nelem;
+    for (int32_t i = 0; i < x->n_steps; i++) {   /* a shared slot reserves for its largest draw */
+        int32_t  k = x->steps[i].random;
+        uint64_t n = k >= 0 ? (uint64_t)x->steps[i].c.out[0]->nelem : 0;
+        if (k >= 0 && n > x->random_nelem[k]) x->random_nelem[k] = n;
+    }
     qsort(x->steps, (size_t)x->n_steps, sizeof *x->steps, by_wave);
     x->n_waves = x->n_steps ? x->steps[x->n_steps - 1].wave + 1 : 0;
     x->waves   = calloc((size_t)x->n_waves + 1, sizeof *x->waves);
@@ -850,7 +865,7 @@ void tide_exec_release(tide_exec * x) {
     tide_storage_release(x->arena);
     free(x->steps), free(x->binds), free(x->dummies), free(x->owned), free(x->reads), free(x->writes);
     free(x->arg_written), free(x->outputs), free(x->grads), free(x->bumped);
-    free(x->random_nelem), free(x->waves), free(x->small_units), free(x->wave_units);
+    free(x->random_nelem), free(x->random_from), free(x->waves), free(x->small_units), free(x->wave_units);
     free(x->fresh_meta);
     free(x);
 }

@@ -149,6 +149,8 @@ static void record_op(tide_graph * g, const tide_opcall * c, tide_tensor * out) 
     n->p    = c->p;
     n->into = into;
     n->compute_dtype = c->compute_dtype;
+    n->rng_seed      = c->rng_seed;
+    n->rng_offset    = c->rng_offset;
     n->records_grad  = !tide_grad_off && out && tide_needs_grad(out);   /* as tide_op_call decides */
     for (int32_t i = 0; i < c->n_in && !tide_grad_off; i++) n->records_grad |= tide_needs_grad(c->in[i]);
     if (out) return;

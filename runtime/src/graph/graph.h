@@ -55,6 +55,7 @@ typedef struct tide_gnode {
     int32_t        out[TIDE_OP_MAX_OUT]; /* value ids it makes */
     int32_t        into;                 /* value id written in place, or -1 */
     int32_t        compute_dtype;        /* TIDE_GN_OP: the dtype its kernel computed in */
+    uint64_t       rng_seed, rng_offset; /* a random op: the slice of the generator it drew when captured */
     struct tide_fused * fused;           /* TIDE_GN_FUSED: the steps (owned) */
     tide_op_params p;
     char           origin[96];           /* the Lua line that ran it ("" if unknown) */
