@@ -1295,6 +1295,16 @@ describe("tide.linalg decompositions", function()
       local A3 = tide.tensor({ { 4, 2, 0 }, { 2, 3, 0 }, { 0, 0, -1 } }, "float64")
       assert.are.equal("linalg_cholesky: the matrix is not positive-definite: its leading minor of order 3 is not",
         message(function() tide.cholesky(A3):totable() end))
+      -- NaN is not positive: the minor where it reaches the diagonal, as LAPACK's reference potrf says
+      local nan = 0 / 0
+      for _, dt in ipairs { "float32", "float64" } do
+        assert.are.equal("linalg_cholesky: the matrix is not positive-definite: its leading minor of order 2 is not",
+          message(function() linalg.cholesky(tide.tensor({ { 4, nan }, { nan, 4 } }, dt)):totable() end))
+        assert.are.equal("linalg_cholesky: the matrix is not positive-definite: its leading minor of order 3 is not",
+          message(function()
+            linalg.cholesky(tide.tensor({ { 4, 2, 0 }, { 2, 3, 0 }, { 0, 0, nan } }, dt), { upper = true }):totable()
+          end))
+      end
     end)
   end)
 

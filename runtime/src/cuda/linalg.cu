@@ -666,6 +666,19 @@ template <typename T, bool DET> int slogdet(const tide_devcall * c) {
 
 /* -- linalg_cholesky ---------------------------------------------------------------------------- */
 
+/* potrf may run through a NaN pivot (OpenBLAS's does): the first NaN on a factor's
+ * diagonal is reported as LAPACK's reference potrf reports it, as the CPU does. */
+template <typename T> __global__ void nan_pivot_kernel(const T * a, int * info, int64_t nb, int64_t n) {
+    int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (b >= nb || info[b] != 0) return;
+    const T * m = a + b * n * n;
+    for (int64_t i = 0; i < n; i++)
+        if (isnan(m[i * n + i])) {
+            info[b] = (int)(i + 1);
+            return;
+        }
+}
+
 template <typename T> int cholesky(const tide_devcall * c) {
     const tide_devtensor & a     = c->in[0];
     Shape                  s     = batch_of(c->out[0], 2);
@@ -697,6 +710,8 @@ template <typename T> int cholesky(const tide_devcall * c) {
         st = r.potrf(dn.h, uplo, (int)n, aw + b * n * n, (int)n, work, lwork, info + b);
         if (st != CUSOLVER_STATUS_SUCCESS) return dn_fail<T>(c, "cusolverDn%cpotrf", st);
     }
+    nan_pivot_kernel<T><<<blocks_for(s.nelem), THREADS, 0, (cudaStream_t)c->stream>>>(aw, info, s.nelem, n);
+    if (int rc = launched(c)) return rc;
     if (int rc = report(c, info, s, dense_map(s), cv.at<tide_devreport>(rep_at))) return rc;
     Work<T> f = trans ? Work<T>{aw, n * n, n, 1} : colmajor<T>(aw, n, n);
     unpack(c, dst_of(c->out[0], n, n), f, upper ? TRI_UPPER : TRI_LOWER);

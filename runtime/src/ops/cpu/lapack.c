@@ -581,6 +581,12 @@ static lp cholesky_one(const job * j, int64_t b, char * work) {
     load(j, &j->in[0], b, work, ld);
     if (n > 0) lapack.potrf[j->dbl](upper ? "U" : "L", &n, work, &ld, &info, 1);
     if (info != 0) return info;
+    /* LAPACK's reference potrf stops at a NaN pivot; OpenBLAS's runs through it:
+     * a matrix holding NaN is reported as the reference reports it */
+    for (int64_t i = 0; i < j->n; i++) {
+        double d = j->dbl ? ((const double *)work)[i * ld + i] : ((const float *)work)[i * ld + i];
+        if (isnan(d)) return (lp)(i + 1);
+    }
     zero_triangle(j, work, j->n, j->n, ld, upper);
     store(j, &j->out[0], b, work, ld);
     return 0;
