@@ -669,14 +669,11 @@ template <typename T, bool DET> int slogdet(const tide_devcall * c) {
 /* potrf may run through a NaN pivot (OpenBLAS's does): the first NaN on a factor's
  * diagonal is reported as LAPACK's reference potrf reports it, as the CPU does. */
 template <typename T> __global__ void nan_pivot_kernel(const T * a, int * info, int64_t nb, int64_t n) {
-    int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (b >= nb || info[b] != 0) return;
-    const T * m = a + b * n * n;
-    for (int64_t i = 0; i < n; i++)
-        if (isnan(m[i * n + i])) {
-            info[b] = (int)(i + 1);
-            return;
-        }
+    for (int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; b < nb; b += (int64_t)gridDim.x * blockDim.x) {
+        const T * m = a + b * n * n;
+        for (int64_t i = 0; i < n && info[b] == 0; i++)
+            if (isnan(m[i * n + i])) info[b] = (int)(i + 1);
+    }
 }
 
 template <typename T> int cholesky(const tide_devcall * c) {
