@@ -228,6 +228,20 @@ describe("indexing", function()
     assert.are.equal(3, #t)
   end)
 
+  it("gives a 0-d tensor, not a number, for an element of a 1-d tensor that requires grad", function()
+    local x = tide.tensor({ 1, 2, 3 }, "float64"):requires_grad_()
+    local y = x * x
+    local e = y[2]
+    assert.is_true(tide.is_tensor(e))
+    assert.are.equal(0, e:dim())
+    assert.are.equal(4, e:item())
+    local loss = y[2] * y[3] + y[-1]
+    loss:backward()   -- d/dx of x2^2 x3^2 + x3^2: 2 x2 x3^2, 2 x2^2 x3 + 2 x3
+    H.equal(x.grad, { 0, 36, 30 })
+    assert.are.equal("number", type(x:detach()[2]))
+    assert.are.equal("number", type(tide.no_grad(function() return y[1] end)))
+  end)
+
   it("assigns through the same forms", function()
     local t = tide.zeros(3, 4)
     t[1] = 5

@@ -1,11 +1,13 @@
 --- tide.index: Torch7-style indexing of tensors. t[i] selects along the
--- first dimension (a Lua number for a 1-d tensor); t[{ {1, 3}, 2 }] takes an
+-- first dimension (a Lua number for a 1-d tensor, but a 0-d tensor when t
+-- requires grad and grad mode is on, as PyTorch gives: a number would drop
+-- the gradient without a word); t[{ {1, 3}, 2 }] takes an
 -- inclusive range or an index per dimension ({} or ":" keeps a whole
 -- dimension); t[mask] selects by a bool tensor and t[idx] by an index tensor.
 -- Assignment through the same forms fills or copies into the view.
 local T = require "tide.tensor"
 local B = require "bindings.ffi"
-local fail = B.fail
+local fail, C = B.fail, B.C
 local methods, is_tensor = T.methods, T.is_tensor
 
 local M = {}
@@ -51,7 +53,9 @@ function M.get(t, k)
       if k == 0 or k > n or k < -n or k ~= math.floor(k) then
         fail(string.format("index: index %s is out of range for a tensor of size %d", tostring(k), n))
       end
-      return methods.item(methods.select(t, 1, k))
+      local e = methods.select(t, 1, k)
+      if C.tide_autograd_is_enabled() ~= 0 and C.tide_tensor_requires_grad(t) ~= 0 then return e end
+      return methods.item(e)
     end
     return methods.select(t, 1, k)
   elseif type(k) == "table" then
