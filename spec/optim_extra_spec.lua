@@ -8,7 +8,7 @@
 -- error message.
 local tide = require "tide"
 local H = require "spec.helpers"
-local ffi = require "ffi"
+local O = require "spec.helpers.optim"
 
 local optim = tide.optim
 
@@ -84,57 +84,10 @@ function ref.NAdam(p, g, st, o)
   end
 end
 
--- -- the harness ----------------------------------------------------------------------------
+-- -- the harness (spec/helpers/optim.lua) -------------------------------------------------
 
-local shapes = { { 2, 3 }, { 4 } }
-local function f32(x) return tonumber(ffi.new("float", x)) end
-
--- Parameters with fixed values, their reference copies, and the coefficients of
--- the gradient the spec sets (that of 0.5 c p^2 + d p, from the reference values).
-local function make_params(dtype)
-  local params, refs, coefs = {}, {}, {}
-  for k, shape in ipairs(shapes) do
-    local n = 1
-    for _, s in ipairs(shape) do n = n * s end
-    local vals = H.values(n, -1.5, 1.5, 30 + k)
-    if dtype == "float32" then for i = 1, n do vals[i] = f32(vals[i]) end end
-    params[k] = tide.tensor(H.nest(vals, shape), { dtype = dtype, requires_grad = true })
-    refs[k] = vals
-    coefs[k] = { c = H.values(n, 0.2, 2, 100 + k), d = H.values(n, -1, 1, 200 + k) }
-  end
-  return params, refs, coefs
-end
-
-local function grad_values(ref_p, coef, dtype, step)
-  local g = {}
-  for i = 1, #ref_p do
-    g[i] = coef.c[i] * ref_p[i] + coef.d[i] * (1 + 0.1 * step)
-    if dtype == "float32" then g[i] = f32(g[i]) end
-  end
-  return g
-end
-
-local tol = { float32 = { 2e-5, 2e-6 }, float64 = { 1e-12, 1e-14 } }
-
--- Three steps of optimizer `name` with options opts, and of its reference,
--- comparing every parameter after every step.
 local function check_against_reference(name, opts, dtype)
-  local params, refs, coefs = make_params(dtype)
-  local opt = optim[name](params, opts)
-  local states = { {}, {} }
-  for step = 1, 3 do
-    for k, p in ipairs(params) do
-      local g = grad_values(refs[k], coefs[k], dtype, step)
-      p.grad = tide.tensor(H.nest(g, shapes[k]), dtype)
-      ref[name](refs[k], g, states[k], opts)
-    end
-    opt:step()
-    for k, p in ipairs(params) do
-      assert.are.equal(dtype, p:dtype())
-      H.close(p, H.nest(refs[k], shapes[k]), tol[dtype][1], tol[dtype][2],
-        string.format("%s %s step %d param %d", name, dtype, step, k))
-    end
-  end
+  O.check_against_reference(name, opts, dtype, ref[name], 3)
 end
 
 local names = { "Adagrad", "Adadelta", "Adamax", "NAdam" }
@@ -167,29 +120,11 @@ local configs = {
   },
 }
 
--- A small least-squares loss of w, for the compiled steps.
-local function regression()
-  tide.manual_seed(1234)
-  local x = tide.randn(8, 3)
-  local y = x:matmul(tide.tensor({ { 1.5 }, { -2 }, { 0.5 } }))
-  return function(w) return ((x:matmul(w) - y) ^ 2):mean() end
-end
-
 describe("optim extras", function()
   describe("optimizers follow their update rules", function()
-    for _, name in ipairs(names) do
-      local cnames = {}
-      for cname in pairs(configs[name]) do cnames[#cnames + 1] = cname end
-      table.sort(cnames)
-      for _, cname in ipairs(cnames) do
-        it(name .. ", " .. cname .. ", float64", function()
-          check_against_reference(name, configs[name][cname], "float64")
-        end)
-      end
-      it(name .. ", weight decay, float32", function()
-        check_against_reference(name, configs[name]["weight decay"], "float32")
-      end)
-    end
+    local float32_case = {}
+    for _, name in ipairs(names) do float32_case[name] = "weight decay" end
+    O.each_config(it, names, configs, float32_case, check_against_reference)
   end)
 
   it("have PyTorch's defaults and are reachable from tide.optim", function()
@@ -259,36 +194,7 @@ describe("optim extras", function()
     for _, case in ipairs(cases) do
       local name, opts, keys = case[1], case[2], case[3]
       it(name .. ": a fresh optimizer loaded with it takes identical steps", function()
-        local params, refs, coefs = make_params("float64")
-        local opt = optim[name](params, opts)
-        local function set_grads(ps, step)
-          for k, p in ipairs(ps) do
-            p.grad = tide.tensor(H.nest(grad_values(refs[k], coefs[k], "float64", step), shapes[k]), "float64")
-          end
-        end
-        for step = 1, 3 do set_grads(params, step); opt:step() end
-        local sd = opt:state_dict()
-        local got = {}
-        for k in pairs(sd.state[1]) do got[#got + 1] = k end
-        table.sort(got)
-        table.sort(keys)
-        assert.are.same(keys, got)
-        assert.are.equal(3, sd.state[2].step:item())
-        local copies = {}
-        for k, p in ipairs(params) do copies[k] = p:detach():clone():requires_grad_() end
-        local opt2 = optim[name](copies, { lr = 123 })
-        opt2:load_state_dict(sd)
-        assert.are.equal(opts.lr, opt2.param_groups[1].lr)
-        assert.are.equal(opts.lr, opt2:hyperparameter_tensors(1).lr:item())
-        for step = 4, 6 do
-          set_grads(params, step); opt:step()
-          set_grads(copies, step); opt2:step()
-          for k = 1, #params do H.equal(copies[k], params[k]:totable(), name .. " step " .. step) end
-        end
-        local sd2 = optim[name](copies)
-        sd.state[1][keys[#keys]] = nil
-        assert.has_error(function() sd2:load_state_dict(sd) end,
-          string.format("%s: load_state_dict: the state of parameter 1 lacks %s", name, keys[#keys]))
+        O.state_dict_round_trip(name, opts, keys, 3, 3)
       end)
     end
   end)
@@ -302,36 +208,7 @@ describe("optim extras", function()
     }
     for _, case in ipairs(cases) do
       it(case[1] .. " gives the eager results bit for bit, with an lr schedule between replays", function()
-        local loss_of = regression()
-        local function train(compiled)
-          local w = tide.zeros({ 3, 1 }, { requires_grad = true })
-          local opt = optim[case[1]]({ w }, case[2])
-          local sched = optim.ExponentialLR(opt, { gamma = 0.8 })
-          local function step()
-            local loss = loss_of(w)
-            opt:zero_grad()
-            loss:backward()
-            opt:step()
-            return loss
-          end
-          local f = compiled and tide.jit.compile(step) or step
-          local losses = {}
-          for i = 1, 6 do
-            losses[i] = f():item()
-            sched:step()
-          end
-          return losses, w:clone(), f
-        end
-        local l1, w1 = train(false)
-        local l2, w2, f = train(true)
-        assert.are.same(l1, l2)
-        assert.are.equal(0, (w1 - w2):abs():max():item())
-        assert.is_true(f:stats().replays >= 3)
-        if case[2].maximize then
-          assert.is_true(l1[6] > l1[1], "the loss went up")
-        else
-          assert.is_true(l1[6] < l1[1], "the loss went down")
-        end
+        O.compiled_matches_eager(case[1], case[2], 0.8, 6, 3)
       end)
     end
   end)

@@ -7,7 +7,7 @@
 local tide = require "tide"
 local H = require "spec.helpers"
 local C = require "spec.helpers.cuda_compare"
-local ffi = require "ffi"
+local O = require "spec.helpers.optim"
 
 local optim = tide.optim
 
@@ -151,36 +151,7 @@ function ref.LBFGS(x, fg, st, o)
   st.d, st.t = d, t
 end
 
--- -- the harness ----------------------------------------------------------------------------
-
-local shapes = { { 2, 3 }, { 4 } }
-local function f32(x) return tonumber(ffi.new("float", x)) end
-
--- Parameters with fixed values, their reference copies, and the coefficients of
--- the gradient the spec sets (that of 0.5 c p^2 + d p, from the reference values).
-local function make_params(dtype)
-  local params, refs, coefs = {}, {}, {}
-  for k, shape in ipairs(shapes) do
-    local n = H.numel(shape)
-    local vals = H.values(n, -1.5, 1.5, 50 + k)
-    if dtype == "float32" then for i = 1, n do vals[i] = f32(vals[i]) end end
-    params[k] = tide.tensor(H.nest(vals, shape), { dtype = dtype, requires_grad = true })
-    refs[k] = vals
-    coefs[k] = { c = H.values(n, 0.2, 2, 150 + k), d = H.values(n, -1, 1, 250 + k) }
-  end
-  return params, refs, coefs
-end
-
-local function grad_values(ref_p, coef, dtype, step)
-  local g = {}
-  for i = 1, #ref_p do
-    g[i] = coef.c[i] * ref_p[i] + coef.d[i] * (1 + 0.1 * step)
-    if dtype == "float32" then g[i] = f32(g[i]) end
-  end
-  return g
-end
-
-local tol = { float32 = { 2e-5, 2e-6 }, float64 = { 1e-12, 1e-14 } }
+-- -- the harness (spec/helpers/optim.lua) -------------------------------------------------
 
 -- The state the reference keeps and the optimizer's state tensor it matches.
 local state_checks = {
@@ -189,29 +160,9 @@ local state_checks = {
   RAdam = { { "m", "exp_avg" }, { "v", "exp_avg_sq" } },
 }
 
--- Eight steps of optimizer `name` with options opts, and of its reference,
--- comparing every parameter (and the state the reference keeps) after every step.
+-- Eight steps against the reference, the kept state included.
 local function check_against_reference(name, opts, dtype)
-  local params, refs, coefs = make_params(dtype)
-  local opt = optim[name](params, opts)
-  local states = { {}, {} }
-  for step = 1, 8 do
-    for k, p in ipairs(params) do
-      local g = grad_values(refs[k], coefs[k], dtype, step)
-      p.grad = tide.tensor(H.nest(g, shapes[k]), dtype)
-      ref[name](refs[k], g, states[k], opts)
-    end
-    opt:step()
-    for k, p in ipairs(params) do
-      local what = string.format("%s %s step %d param %d", name, dtype, step, k)
-      assert.are.equal(dtype, p:dtype())
-      H.close(p, H.nest(refs[k], shapes[k]), tol[dtype][1], tol[dtype][2], what)
-      for _, pair in ipairs(state_checks[name]) do
-        H.close(opt.state[p][pair[2]], H.nest(states[k][pair[1]], shapes[k]), tol[dtype][1], tol[dtype][2],
-          what .. " " .. pair[2])
-      end
-    end
-  end
+  local params, opt = O.check_against_reference(name, opts, dtype, ref[name], 8, state_checks[name])
   for _, p in ipairs(params) do assert.are.equal(8, opt.state[p].step:item()) end
 end
 
@@ -245,14 +196,6 @@ local float32_config = {
   Rprop = "etas and step sizes, clamped at both ends",
   ASGD = "averaging from step 3, lambd and alpha",
 }
-
--- A small least-squares loss of w, for the compiled steps.
-local function regression()
-  tide.manual_seed(1234)
-  local x = tide.randn(8, 3)
-  local y = x:matmul(tide.tensor({ { 1.5 }, { -2 }, { 0.5 } }))
-  return function(w) return ((x:matmul(w) - y) ^ 2):mean() end
-end
 
 -- f(x) = 0.5 x'Ax - b'x + 0.1 sum x^4 (A symmetric positive definite) and its
 -- gradient, in plain Lua and as a closure over tide tensors.
@@ -291,19 +234,7 @@ end
 
 describe("optim, more optimizers", function()
   describe("follow their update rules", function()
-    for _, name in ipairs(names) do
-      local cnames = {}
-      for cname in pairs(configs[name]) do cnames[#cnames + 1] = cname end
-      table.sort(cnames)
-      for _, cname in ipairs(cnames) do
-        it(name .. ", " .. cname .. ", float64", function()
-          check_against_reference(name, configs[name][cname], "float64")
-        end)
-      end
-      it(name .. ", " .. float32_config[name] .. ", float32", function()
-        check_against_reference(name, configs[name][float32_config[name]], "float32")
-      end)
-    end
+    O.each_config(it, names, configs, float32_config, check_against_reference)
   end)
 
   it("have PyTorch's defaults and are reachable from tide.optim", function()
@@ -357,34 +288,8 @@ describe("optim, more optimizers", function()
     for _, case in ipairs(cases) do
       local name, opts, keys = case[1], case[2], case[3]
       it(name .. ": a fresh optimizer loaded with it mid-run takes identical steps", function()
-        local params, refs, coefs = make_params("float64")
-        local opt = optim[name](params, opts)
-        local function set_grads(ps, step)
-          for k, p in ipairs(ps) do
-            p.grad = tide.tensor(H.nest(grad_values(refs[k], coefs[k], "float64", step), shapes[k]), "float64")
-          end
-        end
-        for step = 1, 4 do set_grads(params, step); opt:step() end
-        local sd = opt:state_dict()
-        local got = {}
-        for k in pairs(sd.state[1]) do got[#got + 1] = k end
-        table.sort(got)
-        table.sort(keys)
-        assert.are.same(keys, got)
-        assert.are.equal(4, sd.state[2].step:item())
-        local copies = {}
-        for k, p in ipairs(params) do copies[k] = p:detach():clone():requires_grad_() end
-        local opt2 = optim[name](copies, { lr = 123 })
-        opt2:load_state_dict(sd)
-        assert.are.equal(opts.lr, opt2.param_groups[1].lr)
-        for step = 5, 8 do   -- RAdam's rectification starts at step 6 here, ASGD's averaging at 4
-          set_grads(params, step); opt:step()
-          set_grads(copies, step); opt2:step()
-          for k = 1, #params do H.equal(copies[k], params[k]:totable(), name .. " step " .. step) end
-        end
-        sd.state[1][keys[#keys]] = nil
-        assert.has_error(function() optim[name](copies):load_state_dict(sd) end,
-          string.format("%s: load_state_dict: the state of parameter 1 lacks %s", name, keys[#keys]))
+        -- RAdam's rectification starts at step 6 here, ASGD's averaging at 4
+        O.state_dict_round_trip(name, opts, keys, 4, 4)
       end)
     end
   end)
@@ -397,33 +302,8 @@ describe("optim, more optimizers", function()
     }
     for _, case in ipairs(cases) do
       it(case[1] .. " gives the eager results bit for bit, with an lr schedule between replays", function()
-        local loss_of = regression()
-        local function train(compiled)
-          local w = tide.zeros({ 3, 1 }, { requires_grad = true })
-          local opt = optim[case[1]]({ w }, case[2])
-          local sched = optim.ExponentialLR(opt, { gamma = 0.9 })
-          local function step()
-            local loss = loss_of(w)
-            opt:zero_grad()
-            loss:backward()
-            opt:step()
-            return loss
-          end
-          local f = compiled and tide.jit.compile(step) or step
-          local losses = {}
-          for i = 1, 9 do   -- across RAdam's switch to rectified steps (step 6) and ASGD's averaging (4)
-            losses[i] = f():item()
-            sched:step()
-          end
-          return losses, w:clone(), opt.state[w], f
-        end
-        local l1, w1, st1 = train(false)
-        local l2, w2, st2, f = train(true)
-        assert.are.same(l1, l2)
-        assert.are.equal(0, (w1 - w2):abs():max():item())
-        for k, v in pairs(st1) do assert.are.same(v:totable(), st2[k]:totable(), k) end
-        assert.is_true(f:stats().replays >= 6)
-        assert.is_true(l1[9] < l1[1], "the loss went down")
+        -- 9 steps: across RAdam's switch to rectified steps (step 6) and ASGD's averaging (4)
+        O.compiled_matches_eager(case[1], case[2], 0.9, 9, 6)
       end)
     end
   end)
@@ -433,14 +313,11 @@ describe("optim, more optimizers", function()
       local opts = configs[name][float32_config[name]]
       C.on_gpu(name .. " takes the steps it takes on the CPU", function()
         local function run(dev)
-          local params, refs, coefs = make_params("float32")
+          local params, refs, coefs = O.make_params("float32")
           for k, p in ipairs(params) do params[k] = p:detach():to(dev):requires_grad_() end
           local opt = optim[name](params, opts)
           for step = 1, 8 do
-            for k, p in ipairs(params) do
-              local g = tide.tensor(H.nest(grad_values(refs[k], coefs[k], "float32", step), shapes[k]), "float32")
-              p.grad = g:to(dev)
-            end
+            O.set_grads(params, refs, coefs, "float32", step)
             opt:step()
           end
           return params, opt
