@@ -238,6 +238,9 @@ describe("indexing", function()
     local loss = y[2] * y[3] + y[-1]
     loss:backward()   -- d/dx of x2^2 x3^2 + x3^2: 2 x2 x3^2, 2 x2^2 x3 + 2 x3
     H.equal(x.grad, { 0, 36, 30 })
+    local before = y[1]
+    tide.no_grad(function() y:add_(10) end)
+    assert.are.equal(1, before:item())   -- a value, not a view of y
     assert.are.equal("number", type(x:detach()[2]))
     assert.are.equal("number", type(tide.no_grad(function() return y[1] end)))
   end)

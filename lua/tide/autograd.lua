@@ -579,7 +579,7 @@ function M.gradcheck(fn, ins, opts)
     -- indexed write (a device op, outside autograd) on a device
     local p = not x:is_cuda() and ffi.cast("double *", x:data_ptr()) or nil
     local flat = not p and x:view(-1) or nil
-    local function get(e) if p then return p[e] end return flat[e + 1] end
+    local function get(e) if p then return p[e] end return M.no_grad(function() return flat[e + 1] end) end
     local function set(e, v)
       if p then p[e] = v else M.no_grad(function() flat[e + 1] = v end) end
     end

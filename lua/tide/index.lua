@@ -1,7 +1,7 @@
 --- tide.index: Torch7-style indexing of tensors. t[i] selects along the
--- first dimension (a Lua number for a 1-d tensor, but a 0-d tensor when t
--- requires grad and grad mode is on, as PyTorch gives: a number would drop
--- the gradient without a word); t[{ {1, 3}, 2 }] takes an
+-- first dimension (a Lua number for a 1-d tensor, but a 0-d tensor, a copy,
+-- when t requires grad and grad mode is on, as PyTorch gives: a number would
+-- drop the gradient without a word); t[{ {1, 3}, 2 }] takes an
 -- inclusive range or an index per dimension ({} or ":" keeps a whole
 -- dimension); t[mask] selects by a bool tensor and t[idx] by an index tensor.
 -- Assignment through the same forms fills or copies into the view.
@@ -54,7 +54,8 @@ function M.get(t, k)
         fail(string.format("index: index %s is out of range for a tensor of size %d", tostring(k), n))
       end
       local e = methods.select(t, 1, k)
-      if C.tide_autograd_is_enabled() ~= 0 and C.tide_tensor_requires_grad(t) ~= 0 then return e end
+      -- a copy, not a view: a value, as the number was, that a later write into t leaves alone
+      if C.tide_autograd_is_enabled() ~= 0 and C.tide_tensor_requires_grad(t) ~= 0 then return methods.clone(e) end
       return methods.item(e)
     end
     return methods.select(t, 1, k)
