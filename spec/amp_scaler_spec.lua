@@ -121,6 +121,30 @@ describe("tide.amp.GradScaler", function()
     end)
   end
 
+  it("reads to the host once per iteration, in step()", function()
+    local reads, saved = 0, {}
+    for _, name in ipairs { "item", "totable", "data_ptr", "wait" } do
+      saved[name] = tide.Tensor[name]
+      tide.Tensor[name] = function(...) reads = reads + 1; return saved[name](...) end
+    end
+    finally(function() for name, f in pairs(saved) do tide.Tensor[name] = f end end)
+    local sc = GradScaler({ growth_interval = 2 })
+    local p, opt = param({ 1, 2 })
+    local seen = {}
+    for i = 1, 3 do
+      opt:zero_grad()
+      sc:scale((p * p):sum()):backward()
+      if i == 2 then p.grad:fill_(math.huge) end
+      sc:unscale_(opt)
+      local before = reads
+      sc:step(opt)
+      seen[#seen + 1] = before .. "/" .. reads
+      sc:update()
+      sc:update(2 ^ 10)
+    end
+    assert.same({ "0/1", "1/2", "2/3" }, seen)
+  end)
+
   it("returns the optimizer's step's result when it steps", function()
     local sc = ready_scaler()
     local p, opt = param({ 1 })
