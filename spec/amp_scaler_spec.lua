@@ -215,7 +215,7 @@ describe("tide.amp.GradScaler", function()
 
   it("trains a float16 model without NaN, backing off while the scaled loss overflows", function()
     tide.manual_seed(4)
-    local model = tide.nn.Linear(3, 1):to("float16")
+    local model = tide.nn.Linear(3, 1):half()
     local x = tide.randn({ 16, 3 }):half()
     local y = x:float():matmul(tide.tensor({ { 1.5 }, { -2 }, { 0.5 } })):half()
     local opt = tide.optim.SGD(model:parameters(), { lr = 0.05 })

@@ -658,6 +658,14 @@ function Module:double() return self:to("float64") end
 -- @return self
 -- @usage model:float()
 function Module:float() return self:to("float32") end
+--- to("float16").
+-- @return self
+-- @usage model:half()
+function Module:half() return self:to("float16") end
+--- to("bfloat16").
+-- @return self
+-- @usage model:bfloat16()
+function Module:bfloat16() return self:to("bfloat16") end
 
 -- -- copying -------------------------------------------------------------------------------
 
