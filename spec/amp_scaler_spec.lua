@@ -248,7 +248,8 @@ describe("tide.amp.GradScaler", function()
       set_grad(p, { g }); sc:step(opt); sc:update()
     end
     local sd = sc:state_dict()
-    assert.same({ scale = 2 ^ 8, growth_factor = 3, backoff_factor = 0.25, growth_interval = 7, _growth_tracker = 2 }, sd)
+    assert.same({ scale = 2 ^ 8, growth_factor = 3, backoff_factor = 0.25, growth_interval = 7, _growth_tracker = 2 },
+      sd)
     local fresh = GradScaler()
     fresh:load_state_dict(sd)
     assert.same(sd, fresh:state_dict())
@@ -319,7 +320,8 @@ describe("tide.amp.GradScaler", function()
 
     it("rejects what is not a tensor or an optimizer", function()
       local sc = ready_scaler()
-      assert.has_error(function() sc:scale(3) end, "GradScaler: scale: expects a tensor or a table of tensors, got number")
+      assert.has_error(function() sc:scale(3) end,
+        "GradScaler: scale: expects a tensor or a table of tensors, got number")
       assert.has_error(function() sc:scale({ tide.ones(1), "x" }) end,
         "GradScaler: scale: expects a tensor or a table of tensors, got string")
       assert.has_error(function() sc:step({}) end, "GradScaler: step: expects an optimizer, got table")
@@ -344,7 +346,8 @@ describe("tide.amp.GradScaler", function()
       assert.has_error(function() sc:unscale_(opt) end,
         "GradScaler: unscale_() has already been called on this optimizer since the last update()")
       sc:step(opt)
-      assert.has_error(function() sc:step(opt) end, "GradScaler: step() has already been called since the last update()")
+      assert.has_error(function() sc:step(opt) end,
+        "GradScaler: step() has already been called since the last update()")
       assert.has_error(function() sc:unscale_(opt) end, "GradScaler: unscale_() is being called after step()")
       sc:update()
       sc:unscale_(opt)   -- a new iteration
@@ -369,7 +372,8 @@ describe("tide.amp.GradScaler", function()
       assert.has_error(function() sc:update("x") end,
         "GradScaler: update: new_scale must be a number or a one-element tensor that does not require grad, got 'x'")
       assert.has_error(function() sc:load_state_dict({}) end,
-        "GradScaler: load_state_dict: the state dict is empty, possibly because it was saved from a disabled GradScaler")
+        "GradScaler: load_state_dict: the state dict is empty, possibly because it was saved from a disabled " ..
+        "GradScaler")
       assert.has_error(function() sc:load_state_dict(3) end, "GradScaler: load_state_dict: expects a table, got number")
       local sd = sc:state_dict()
       sd._growth_tracker = nil

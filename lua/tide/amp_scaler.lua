@@ -98,8 +98,8 @@ function GradScaler.new(device, opts)
     self["_" .. key] = check_option("", key, v)
   end
   self._init_growth_tracker = 0
-  self._scale, self._growth_tracker, self._dev = nil, nil, nil   -- made by the first scale()
-  self._scales = {}   -- device -> the scale there; a copy where it is not self._dev
+  -- _scale, _growth_tracker (0-d tensors) and _dev (their device) are made by the first scale()
+  self._scales = {}   -- device -> the scale there; a copy where it is not _dev
   self._per_opt = setmetatable({}, { __mode = "k" })
   return self
 end
@@ -326,6 +326,7 @@ end
 --- The current scale as a number (reads it to the host): init_scale before the
 -- first scale(), 1 when the scaler is disabled.
 -- @return a number
+-- @usage print(scaler:get_scale())
 function GradScaler:get_scale()
   if not self._enabled then return 1.0 end
   if self._scale == nil then return self._init_scale end
@@ -338,22 +339,44 @@ function GradScaler:_get_growth_tracker()
 end
 
 --- The factor the scale grows by after growth_interval good steps.
+-- @return a number
+-- @usage local f = scaler:get_growth_factor()
 function GradScaler:get_growth_factor() return self._growth_factor end
---- Sets it (a finite number > 1); takes effect at the next update().
-function GradScaler:set_growth_factor(v) self._growth_factor = check_option("set_growth_factor: ", "growth_factor", v) end
+
+--- Sets the growth factor; the next update() uses it.
+-- @param v a finite number > 1
+-- @usage scaler:set_growth_factor(4)
+function GradScaler:set_growth_factor(v)
+  self._growth_factor = check_option("set_growth_factor: ", "growth_factor", v)
+end
+
 --- The factor the scale shrinks by after a step with an inf or NaN.
+-- @return a number
+-- @usage local f = scaler:get_backoff_factor()
 function GradScaler:get_backoff_factor() return self._backoff_factor end
---- Sets it (a number in (0, 1)); takes effect at the next update().
+
+--- Sets the backoff factor; the next update() uses it.
+-- @param v a number in (0, 1)
+-- @usage scaler:set_backoff_factor(0.25)
 function GradScaler:set_backoff_factor(v)
   self._backoff_factor = check_option("set_backoff_factor: ", "backoff_factor", v)
 end
+
 --- How many good steps in a row make the scale grow.
+-- @return an integer
+-- @usage local n = scaler:get_growth_interval()
 function GradScaler:get_growth_interval() return self._growth_interval end
---- Sets it (a positive integer); takes effect at the next update().
+
+--- Sets the growth interval; the next update() uses it.
+-- @param v a positive integer
+-- @usage scaler:set_growth_interval(100)
 function GradScaler:set_growth_interval(v)
   self._growth_interval = check_option("set_growth_interval: ", "growth_interval", v)
 end
---- Whether the scaler scales (false: every method passes through).
+
+--- Whether the scaler scales (when not, every method passes through).
+-- @return a boolean
+-- @usage if scaler:is_enabled() then ... end
 function GradScaler:is_enabled() return self._enabled end
 
 --- PyTorch's state dict: { scale, growth_factor, backoff_factor,
@@ -375,7 +398,8 @@ function GradScaler:load_state_dict(sd)
   if not self._enabled then return end
   if type(sd) ~= "table" then fail("GradScaler: load_state_dict: expects a table, got " .. type(sd)) end
   if next(sd) == nil then
-    fail("GradScaler: load_state_dict: the state dict is empty, possibly because it was saved from a disabled GradScaler")
+    fail("GradScaler: load_state_dict: the state dict is empty, possibly because it was saved from a disabled " ..
+      "GradScaler")
   end
   for _, key in ipairs { "scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker" } do
     local v = sd[key]
