@@ -6,7 +6,7 @@
 -- also runs with TIDE_DEFAULT_DEVICE=cuda:0).
 local tide = require "tide"
 local H = require "spec.helpers"
-local GradScaler = require("tide.amp_scaler").GradScaler
+local GradScaler = tide.amp.GradScaler
 
 local F = tide.nn.functional
 

@@ -11,6 +11,10 @@
 --     end)
 --     loss:backward()
 --
+-- With float16, scale the loss so small gradients do not flush to zero
+-- (tide.amp.GradScaler: scaler:scale(loss):backward(); scaler:step(opt);
+-- scaler:update()).
+--
 -- Lua has no `with`, so the region is a function; its results are returned.
 -- Defaults: the default device's kind; float16 on CUDA, bfloat16 on the CPU
 -- (as PyTorch's). { enabled = false } turns autocast off inside a region.
@@ -81,5 +85,8 @@ end
 
 --- clear_autocast_cache(): drops the cached casts of weights now.
 function M.clear_autocast_cache() C.tide_autocast_clear_cache() end
+
+--- GradScaler: loss scaling for float16 training (lua/tide/amp_scaler.lua).
+M.GradScaler = require("tide.amp_scaler").GradScaler
 
 return M
