@@ -17,7 +17,8 @@
 -- Schedules (lr_scheduler.X, also reachable as tide.optim.X): StepLR,
 -- MultiStepLR, ExponentialLR, LambdaLR, MultiplicativeLR, LinearLR, ConstantLR,
 -- PolynomialLR, CosineAnnealingLR, CosineAnnealingWarmRestarts, OneCycleLR,
--- SequentialLR (one schedule after another) and ReduceLROnPlateau (step(metric):
+-- CyclicLR, SequentialLR (one schedule after another), ChainedScheduler (several
+-- at once, their factors multiplied) and ReduceLROnPlateau (step(metric):
 -- it reads a tensor metric to the host, as PyTorch does; it runs between steps).
 --
 -- Hyperparameters and compiled steps. The groups' hyperparameters are plain Lua
@@ -47,7 +48,7 @@
 local Optimizer = require "tide.optim.optimizer"
 local adam = require "tide.optim.adam"
 local adamax = require "tide.optim.adamax"
-local lr_scheduler = require "tide.optim.lr_scheduler"
+local lr_scheduler = require "tide.optim.lr_scheduler_extra"   -- lr_scheduler with CyclicLR, ChainedScheduler
 
 local M = {
   Optimizer = Optimizer,
@@ -67,7 +68,7 @@ local M = {
 }
 for _, name in ipairs { "StepLR", "MultiStepLR", "ExponentialLR", "LambdaLR", "MultiplicativeLR", "LinearLR",
                         "ConstantLR", "PolynomialLR", "CosineAnnealingLR", "CosineAnnealingWarmRestarts",
-                        "OneCycleLR", "SequentialLR", "ReduceLROnPlateau" } do
+                        "OneCycleLR", "SequentialLR", "ReduceLROnPlateau", "CyclicLR", "ChainedScheduler" } do
   M[name] = lr_scheduler[name]
 end
 

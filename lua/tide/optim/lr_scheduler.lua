@@ -6,9 +6,10 @@
 -- (PyTorch's closed form where it has one, the previous lr times a factor for
 -- MultiplicativeLR and ReduceLROnPlateau), writes the groups' `lr` (and
 -- `momentum` / `betas`), then has the optimizer copy them into its
--- hyperparameter tensors, so a compiled step sees them. Chaining several
--- closed-form schedulers on one optimizer is left out: the last one wins
--- (SequentialLR runs one after another).
+-- hyperparameter tensors, so a compiled step sees them. Stepping several
+-- closed-form schedulers on one optimizer by hand, the last one wins; a
+-- ChainedScheduler (lr_scheduler_extra.lua, with CyclicLR) steps them in their
+-- chainable forms, so their factors multiply (SequentialLR runs one after another).
 local Optimizer = require "tide.optim.optimizer"
 local fail = require("bindings.ffi").fail
 local is_tensor = require("tide.tensor").is_tensor
@@ -817,5 +818,9 @@ M.ReduceLROnPlateau = LRScheduler.class("ReduceLROnPlateau", {
     self._last_lr = last
   end,
 })
+
+-- The checks and helpers lr_scheduler_extra.lua shares with the classes here.
+M._helpers = { positive_integer = positive_integer, number = number, at_least_zero = at_least_zero,
+               per_group = per_group, copy = copy, fmt = fmt, anneal = anneal }
 
 return M
