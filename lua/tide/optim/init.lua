@@ -20,6 +20,7 @@
 -- CyclicLR, SequentialLR (one schedule after another), ChainedScheduler (several
 -- at once, their factors multiplied) and ReduceLROnPlateau (step(metric):
 -- it reads a tensor metric to the host, as PyTorch does; it runs between steps).
+-- swa_utils: AveragedModel (SWA and EMA copies), SWALR and update_bn.
 --
 -- Hyperparameters and compiled steps. The groups' hyperparameters are plain Lua
 -- values, read and written as PyTorch users do: `opt.param_groups[1].lr = 0.01`
@@ -71,5 +72,14 @@ for _, name in ipairs { "StepLR", "MultiStepLR", "ExponentialLR", "LambdaLR", "M
                         "OneCycleLR", "SequentialLR", "ReduceLROnPlateau", "CyclicLR", "ChainedScheduler" } do
   M[name] = lr_scheduler[name]
 end
+
+-- swa_utils (AveragedModel, SWALR, update_bn) builds on tide.nn, which needs
+-- tide loaded: it is loaded on first use.
+setmetatable(M, { __index = function(t, k)
+  if k ~= "swa_utils" then return nil end
+  local v = require "tide.optim.swa_utils"
+  rawset(t, k, v)
+  return v
+end })
 
 return M
