@@ -60,6 +60,9 @@ return function(nn)
     p = { "a positive number or math.huge", function(v) return type(v) == "number" and v > 0 end },
     bool = { "a boolean", function(v) return type(v) == "boolean" end },
     one_or_two = { "1 or 2", function(v) return v == 1 or v == 2 end },
+    fn = { "a function or a module", function(v)
+      return v == nil or type(v) == "function" or type(v) == "table" and Module.is_module(v)
+    end },
   }
   local OPTIONS = {
     l1_loss = {}, binary_cross_entropy = {},
@@ -71,6 +74,8 @@ return function(nn)
     cosine_embedding_loss = { { "margin", 0, "number" } },
     triplet_margin_loss = { { "margin", 1, "number" }, { "p", 2, "p" }, { "eps", 1e-6, "number" },
                             { "swap", false, "bool" } },
+    triplet_margin_with_distance_loss = { { "margin", 1, "pos" }, { "swap", false, "bool" },
+                                          { "distance_function", nil, "fn" } },
     poisson_nll_loss = { { "log_input", true, "bool" }, { "full", false, "bool" }, { "eps", 1e-8, "number" } },
     gaussian_nll_loss = { { "full", false, "bool" }, { "eps", 1e-6, "number" } },
     soft_margin_loss = {}, multilabel_soft_margin_loss = {}, multilabel_margin_loss = {},
@@ -311,6 +316,31 @@ return function(nn)
     local d = { p = c.p, eps = c.eps }
     local d_ap, d_an = F.pairwise_distance(anchor, positive, d), F.pairwise_distance(anchor, negative, d)
     if c.swap then d_an = tide.minimum(d_an, F.pairwise_distance(positive, negative, d)) end
+    return reduce((d_ap - d_an + c.margin):clamp(0), c.reduction)
+  end
+
+  --- F.triplet_margin_with_distance_loss(anchor, positive, negative, opts):
+  -- max(d(a, p) - d(a, n) + margin, 0) for a distance function d of two
+  -- tensors returning one distance per sample (default F.pairwise_distance);
+  -- with swap, d(a, n) is min(d(a, n), d(p, n)).
+  -- @param anchor a floating-point tensor
+  -- @param positive anchor's number of dimensions
+  -- @param negative anchor's number of dimensions
+  -- @param opts {distance_function (a function or a module), margin = 1 (> 0), swap = false, reduction = "mean"}
+  -- @usage F.triplet_margin_with_distance_loss(a, p, n, { distance_function = function(x, y) return 1 - F.cosine_similarity(x, y) end })
+  function F.triplet_margin_with_distance_loss(anchor, positive, negative, opts)
+    local fname = "triplet_margin_with_distance_loss"
+    local c = parse(fname, opts, fname)
+    local dist = c.distance_function or F.pairwise_distance
+    need_tensor(anchor, fname, "anchor")
+    need_tensor(positive, fname, "positive")
+    need_tensor(negative, fname, "negative")
+    if anchor:dim() ~= positive:dim() or anchor:dim() ~= negative:dim() then
+      fail(string.format("%s: anchor %s, positive %s and negative %s must have the same number of dimensions",
+        fname, shape_str(anchor), shape_str(positive), shape_str(negative)))
+    end
+    local d_ap, d_an = dist(anchor, positive), dist(anchor, negative)
+    if c.swap then d_an = tide.minimum(d_an, dist(positive, negative)) end
     return reduce((d_ap - d_an + c.margin):clamp(0), c.reduction)
   end
 
@@ -590,6 +620,10 @@ return function(nn)
   -- opts {margin = 1, p = 2, eps = 1e-6, swap = false, reduction}.
   -- @usage local loss = nn.TripletMarginLoss({ margin = 0.2 })(a, p, n)
   loss_module("TripletMarginLoss", "triplet_margin_loss", 3)
+  --- nn.TripletMarginWithDistanceLoss(opts): F.triplet_margin_with_distance_loss
+  -- as a module; opts {distance_function = F.pairwise_distance, margin = 1, swap = false, reduction}.
+  -- @usage local loss = nn.TripletMarginWithDistanceLoss({ distance_function = nn.PairwiseDistance() })(a, p, n)
+  loss_module("TripletMarginWithDistanceLoss", "triplet_margin_with_distance_loss", 3)
   --- nn.PoissonNLLLoss(opts): F.poisson_nll_loss as a module;
   -- opts {log_input = true, full = false, eps = 1e-8, reduction}.
   -- @usage local loss = nn.PoissonNLLLoss()(log_rate, counts)

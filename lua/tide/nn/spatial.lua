@@ -196,10 +196,10 @@ return function(nn)
     end
     nn[cname] = cls
   end
-  for n = 1, 2 do
-    --- nn.ZeroPad1d/2d(padding), nn.ConstantPad1d/2d(padding, value), nn.ReflectionPad1d/2d,
-    -- nn.ReplicationPad1d/2d, nn.CircularPad1d/2d (padding): F.pad with padding a number or
-    -- {left, right} (1d) or {left, right, top, bottom} (2d).
+  for n = 1, 3 do
+    --- nn.ZeroPad1d/2d/3d(padding), nn.ConstantPad1d/2d/3d(padding, value), nn.ReflectionPad1d/2d/3d,
+    -- nn.ReplicationPad1d/2d/3d, nn.CircularPad1d/2d/3d (padding): F.pad with padding a number or
+    -- {left, right} (1d), {left, right, top, bottom} (2d) or {left, right, top, bottom, front, back} (3d).
     -- @usage local pad = nn.ReflectionPad2d({ 1, 1, 2, 0 })
     pad_class("ZeroPad" .. n .. "d", n, "constant", false)
     pad_class("ConstantPad" .. n .. "d", n, "constant", true)

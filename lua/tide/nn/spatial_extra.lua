@@ -1,9 +1,10 @@
 --- tide.nn's spatial layers beyond spatial.lua's: adaptive max pooling, max
 -- unpooling, power-average pooling, local response normalisation, channel
--- shuffling, and the spatial transformer's affine_grid and grid_sample (2-d),
--- as torch.nn has them. All are composed of tensor ops (gather, scatter,
--- index_select, the runtime's avg_pool2d) that autograd differentiates through
--- their own rules; window tables come from shapes alone, so no host reads.
+-- shuffling (MaxUnpool3d and LPPool3d too), and the spatial transformer's
+-- affine_grid and grid_sample (2-d), as torch.nn has them. All are composed
+-- of tensor ops (gather, scatter, index_select, the runtime's pools) that
+-- autograd differentiates through their own rules; window tables come from
+-- shapes alone, so no host reads.
 -- The 3-d pools are in spatial3d.lua; 3-d samplers are left out.
 local tide = require "tide"
 local B = require "bindings.ffi"
@@ -162,7 +163,7 @@ return function(nn)
     return o
   end
 
-  -- The max_unpool of n (1 or 2) spatial dims of xb [N, C, ...] and its indices.
+  -- The max_unpool of n (1, 2 or 3) spatial dims of xb [N, C, ...] and its indices.
   local function max_unpool(name, n, xb, indices, kernel_size, opts)
     need_float(xb, name, "input")
     local k = sizes(kernel_size, n, name, "kernel_size", 1)
@@ -197,7 +198,7 @@ return function(nn)
     end
   end
 
-  -- F.max_unpool1d/2d: n spatial dims, named by layout in the errors.
+  -- F.max_unpool1d/2d/3d: n spatial dims, named by layout in the errors.
   local function max_unpool_nd(name, n, layout, x, indices, kernel_size, opts)
     opts = options(opts, name, UNPOOL_OPTS)
     need_indices(name, x, indices)
@@ -232,12 +233,29 @@ return function(nn)
     return max_unpool_nd("max_unpool2d", 2, "C, H, W", x, indices, kernel_size, opts)
   end
 
-  --- nn.MaxUnpool1d(kernel_size, stride = kernel_size, padding = 0) and nn.MaxUnpool2d(...):
-  -- F.max_unpool1d/2d as modules; forward(x, indices, output_size).
+  --- F.max_unpool3d(x, indices, kernel_size, {stride = kernel_size, padding = 0,
+  -- output_size}): max_unpool2d over D, H and W: each value of x put at its
+  -- 1-based index in the flattened D x H x W output (max_pool3d's return_indices).
+  -- @param x [N, C, D, H, W] or [C, D, H, W]
+  -- @param indices int64, x's shape
+  -- @return [N, C, oD, oH, oW]
+  -- @usage local y, idx = F.max_pool3d(x, 2, { return_indices = true }); local z = F.max_unpool3d(y, idx, 2)
+  function F.max_unpool3d(x, indices, kernel_size, opts)
+    return max_unpool_nd("max_unpool3d", 3, "C, D, H, W", x, indices, kernel_size, opts)
+  end
+
+  -- (1,), (1, 2) or (1, 2, 3): a size table as PyTorch prints a tuple.
+  local function tuple(v)
+    if #v == 1 then return string.format("(%d,)", v[1]) end
+    return "(" .. table.concat(v, ", ") .. ")"
+  end
+
+  --- nn.MaxUnpool1d(kernel_size, stride = kernel_size, padding = 0), nn.MaxUnpool2d(...)
+  -- and nn.MaxUnpool3d(...): F.max_unpool1d/2d/3d as modules; forward(x, indices, output_size).
   -- @usage local unpool = nn.MaxUnpool2d(2); local z = unpool(y, idx)
-  for n = 1, 2 do
+  for n = 1, 3 do
     local cname = "MaxUnpool" .. n .. "d"
-    local fn = n == 1 and F.max_unpool1d or F.max_unpool2d
+    local fn = ({ F.max_unpool1d, F.max_unpool2d, F.max_unpool3d })[n]
     local cls = Module:extend(cname)
     function cls:init(kernel_size, stride, padding)
       self.kernel_size = sizes(kernel_size, n, cname, "kernel_size", 1)
@@ -249,9 +267,8 @@ return function(nn)
         output_size = output_size })
     end
     function cls:extra_repr()
-      local function t(v) return n == 1 and string.format("(%d,)", v[1]) or string.format("(%d, %d)", v[1], v[2]) end
-      return string.format("kernel_size=%s, stride=%s, padding=%s", t(self.kernel_size), t(self.stride),
-        t(self.padding))
+      return string.format("kernel_size=%s, stride=%s, padding=%s", tuple(self.kernel_size), tuple(self.stride),
+        tuple(self.padding))
     end
     nn[cname] = cls
   end
@@ -316,12 +333,35 @@ return function(nn)
     end))
   end
 
-  --- nn.LPPool1d(norm_type, kernel_size, stride = kernel_size, ceil_mode = false) and
-  -- nn.LPPool2d(...): F.lp_pool1d/2d as modules.
+  --- F.lp_pool3d(x, norm_type, kernel_size, {stride = kernel_size, ceil_mode = false}):
+  -- the p-norm of each D x H x W window, as torch.nn.functional.lp_pool3d.
+  -- @param x [N, C, D, H, W] or [C, D, H, W]
+  -- @param norm_type p, a positive number
+  -- @param kernel_size an integer or {kd, kh, kw}
+  -- @usage local y = F.lp_pool3d(x, 2, 2)
+  function F.lp_pool3d(x, norm_type, kernel_size, opts)
+    local name = "lp_pool3d"
+    opts = options(opts, name, LP_OPTS)
+    need_norm_type(norm_type, name)
+    local k = sizes(kernel_size, 3, name, "kernel_size", 1)
+    local s = sizes(opts.stride == nil and k or opts.stride, 3, name, "stride", 1)
+    need_bool(opts.ceil_mode, name, "ceil_mode")
+    return (with_batch(name, x, 5, "C, D, H, W", function(x5)
+      need_float(x5, name, "input")
+      if x5:size(3) < k[1] or x5:size(4) < k[2] or x5:size(5) < k[3] then
+        fail(string.format("%s: kernel_size %s is larger than the input %s", name, list_str(k), shape_str(x5)))
+      end
+      local a = F.avg_pool3d(x5:pow(norm_type), k, { stride = s, ceil_mode = opts.ceil_mode == true })
+      return (a:sign() * a:abs():relu()):mul(k[1] * k[2] * k[3]):pow(1 / norm_type)
+    end))
+  end
+
+  --- nn.LPPool1d(norm_type, kernel_size, stride = kernel_size, ceil_mode = false),
+  -- nn.LPPool2d(...) and nn.LPPool3d(...): F.lp_pool1d/2d/3d as modules.
   -- @usage local pool = nn.LPPool2d(2, 3, 2)
-  for n = 1, 2 do
+  for n = 1, 3 do
     local cname = "LPPool" .. n .. "d"
-    local fn = n == 1 and F.lp_pool1d or F.lp_pool2d
+    local fn = ({ F.lp_pool1d, F.lp_pool2d, F.lp_pool3d })[n]
     local cls = Module:extend(cname)
     function cls:init(norm_type, kernel_size, stride, ceil_mode)
       self.norm_type = need_norm_type(norm_type, cname)
@@ -333,7 +373,7 @@ return function(nn)
       return fn(x, self.norm_type, self.kernel_size, { stride = self.stride, ceil_mode = self.ceil_mode })
     end
     function cls:extra_repr()
-      local function t(v) return n == 1 and tostring(v[1]) or string.format("(%d, %d)", v[1], v[2]) end
+      local function t(v) return n == 1 and tostring(v[1]) or tuple(v) end
       return string.format("norm_type=%g, kernel_size=%s, stride=%s, ceil_mode=%s", self.norm_type,
         t(self.kernel_size), t(self.stride or self.kernel_size), tostring(self.ceil_mode))
     end
