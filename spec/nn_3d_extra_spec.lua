@@ -1,7 +1,9 @@
 -- nn extras, mostly 3-d: the 3-d padding layers (and the 1-d/2-d replication
--- pads), TripletMarginWithDistanceLoss, MaxUnpool3d and LPPool3d, against
--- plain-Lua float64 references of PyTorch's formulas written here; gradcheck
--- of each in float64; every error message.
+-- pads), TripletMarginWithDistanceLoss, MaxUnpool3d, LPPool3d, 3-d
+-- affine_grid and grid_sample (trilinear and nearest, each padding mode,
+-- align_corners) and 2-d bicubic grid_sample, against plain-Lua float64
+-- references of PyTorch's formulas written here; gradcheck of each in
+-- float64; the samplers under tide.jit.compile; every error message.
 local tide = require "tide"
 local H = require "spec.helpers"
 local nn, F = tide.nn, tide.nn.functional
@@ -44,6 +46,97 @@ local function pad_ref(xv, xs, pad, mode, value)
     end
     return X(unpack(src))
   end)
+end
+
+-- round half to even, as C's nearbyint
+local function rint(v)
+  local f = floor(v)
+  local d = v - f
+  if d > 0.5 then return f + 1 elseif d < 0.5 then return f end
+  return f % 2 == 0 and f or f + 1
+end
+
+local function clip(v, n) return math.min(n - 1, math.max(v, 0)) end
+
+-- PyTorch's reflect_coordinates then clip (compute_coordinates) of c in a dim of n.
+local function fold(c, n, pad, ac)
+  if pad == "border" then return clip(c, n) end
+  if pad == "reflection" then
+    local lo2, hi2 = ac and 0 or -1, ac and 2 * (n - 1) or 2 * n - 1
+    if lo2 == hi2 then return 0 end
+    local mn, span = lo2 / 2, (hi2 - lo2) / 2
+    local a = abs(c - mn)
+    local extra = math.fmod(a, span)
+    c = floor(a / span) % 2 == 0 and extra + mn or span - extra + mn
+    return clip(c, n)
+  end
+  return c
+end
+
+local function unnorm(g, n, ac) return ac and (g + 1) / 2 * (n - 1) or ((g + 1) * n - 1) / 2 end
+
+-- grid_sample of 5-d input: PyTorch's trilinear and nearest kernels, point by point.
+local function grid_sample3d_ref(x, xs, g, gs, mode, pad, ac)
+  local X, G = at(x, xs), at(g, gs)
+  local d, h, w = xs[3], xs[4], xs[5]
+  return build({ xs[1], xs[2], gs[2], gs[3], gs[4] }, function(i)
+    local function gv(k) return G(i[1], i[3], i[4], i[5], k) end
+    local ix, iy, iz = fold(unnorm(gv(1), w, ac), w, pad, ac), fold(unnorm(gv(2), h, ac), h, pad, ac),
+      fold(unnorm(gv(3), d, ac), d, pad, ac)
+    local function v(zz, yy, xx)
+      if xx < 0 or xx > w - 1 or yy < 0 or yy > h - 1 or zz < 0 or zz > d - 1 then return 0 end
+      return X(i[1], i[2], zz + 1, yy + 1, xx + 1)
+    end
+    if mode == "nearest" then return v(rint(iz), rint(iy), rint(ix)) end
+    local x0, y0, z0 = floor(ix), floor(iy), floor(iz)
+    local fx, fy, fz = ix - x0, iy - y0, iz - z0
+    local r = 0
+    for dz = 0, 1 do
+      for dy = 0, 1 do
+        for dx = 0, 1 do
+          local wgt = (dx == 1 and fx or 1 - fx) * (dy == 1 and fy or 1 - fy) * (dz == 1 and fz or 1 - fz)
+          r = r + v(z0 + dz, y0 + dy, x0 + dx) * wgt
+        end
+      end
+    end
+    return r
+  end)
+end
+
+-- PyTorch's bicubic grid_sample (4-d), with its cubic convolution (A = -0.75).
+local function cubic(t)
+  local A = -0.75
+  local function c1(x) return ((A + 2) * x - (A + 3)) * x * x + 1 end
+  local function c2(x) return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A end
+  return { c2(t + 1), c1(t), c1(1 - t), c2(2 - t) }
+end
+local function bicubic_ref(x, xs, g, gs, pad, ac)
+  local X, G = at(x, xs), at(g, gs)
+  local h, w = xs[3], xs[4]
+  return build({ xs[1], xs[2], gs[2], gs[3] }, function(i)
+    local ix, iy = unnorm(G(i[1], i[3], i[4], 1), w, ac), unnorm(G(i[1], i[3], i[4], 2), h, ac)
+    local x0, y0 = floor(ix), floor(iy)
+    local wx, wy = cubic(ix - x0), cubic(iy - y0)
+    local function v(yy, xx)
+      xx, yy = fold(xx, w, pad, ac), fold(yy, h, pad, ac)
+      if xx < 0 or xx > w - 1 or yy < 0 or yy > h - 1 then return 0 end
+      return X(i[1], i[2], yy + 1, xx + 1)
+    end
+    local r = 0
+    for b = 1, 4 do
+      local row = 0
+      for a = 1, 4 do row = row + v(y0 + b - 2, x0 + a - 2) * wx[a] end
+      r = r + row * wy[b]
+    end
+    return r
+  end)
+end
+
+-- affine_grid's base coordinate of pixel j (1-based) of n
+local function base(j, n, ac)
+  if n == 1 then return 0 end
+  local v = -1 + 2 * (j - 1) / (n - 1)
+  return ac and v or v * (n - 1) / n
 end
 
 -- -- specs --------------------------------------------------------------------------------
@@ -203,6 +296,115 @@ describe("nn 3-d extras", function()
         "lp_pool3d: kernel_size {4, 4, 4} is larger than the input [1,2,3,4,5]")
       assert.has_error(function() F.lp_pool3d(x, 2, { 2, 2 }) end,
         "lp_pool3d: kernel_size must be an integer or a table of 3 integers, got a table of 2")
+    end)
+  end)
+
+  describe("3-d affine_grid and grid_sample, 2-d bicubic", function()
+    it("affine_grid of 5-d sizes maps the base grid through theta", function()
+      local th, tv = rnd({ 2, 3, 4 })
+      local T = at(tv, { 2, 3, 4 })
+      for _, ac in ipairs { false, true } do
+        local want = build({ 2, 2, 3, 4, 3 }, function(i)
+          local x, y, z = base(i[4], 4, ac), base(i[3], 3, ac), base(i[2], 2, ac)
+          return T(i[1], i[5], 1) * x + T(i[1], i[5], 2) * y + T(i[1], i[5], 3) * z + T(i[1], i[5], 4)
+        end)
+        H.close(F.affine_grid(th, { 2, 7, 2, 3, 4 }, ac), want, 1e-14, 1e-15)
+      end
+      assert.is_true(gradcheck(function(a) return F.affine_grid(a, { 2, 1, 2, 2, 3 }) end, { leaf(th) }))
+      assert.has_error(function() F.affine_grid(th, { 2, 1, 3, 4 }) end,
+        "affine_grid: theta must be a batch of 2-d affine matrices [2, 2, 3] for size {2, 1, 3, 4}, got shape [2,3,4]")
+      assert.has_error(function() F.affine_grid(rnd({ 2, 2, 3 }), { 2, 1, 2, 3, 4 }) end,
+        "affine_grid: theta must be a batch of 3-d affine matrices [2, 3, 4] for size {2, 1, 2, 3, 4}, got shape " ..
+        "[2,2,3]")
+      assert.has_error(function() F.affine_grid(th, { 2, 1, 2, 3, 4, 5 }) end,
+        "affine_grid: size must be a table {N, C, H, W} or {N, C, D, H, W}, got a table of 6")
+    end)
+
+    it("grid_sample of 5-d input matches the trilinear and nearest kernels", function()
+      local xs, gs = { 2, 2, 3, 4, 5 }, { 2, 2, 3, 2, 3 }
+      local x, xv = rnd(xs)
+      local g, gv = rnd(gs, -1.6, 1.6)
+      for _, mode in ipairs { "bilinear", "nearest" } do
+        for _, pad in ipairs { "zeros", "border", "reflection" } do
+          for _, ac in ipairs { false, true } do
+            local label = string.format("%s %s %s", mode, pad, tostring(ac))
+            H.close(F.grid_sample(x, g, { mode = mode, padding_mode = pad, align_corners = ac }),
+              grid_sample3d_ref(xv, xs, gv, gs, mode, pad, ac), 1e-12, 1e-14, label)
+          end
+        end
+      end
+      -- the identity grid gives the input back
+      local id = tide.tensor({ { { 1, 0, 0, 0 }, { 0, 1, 0, 0 }, { 0, 0, 1, 0 } } }, "float64"):expand(2, 3, 4)
+      for _, ac in ipairs { false, true } do
+        H.close(F.grid_sample(x, F.affine_grid(id, xs, ac), { align_corners = ac }), x, 1e-12, 1e-14)
+      end
+    end)
+
+    it("grid_sample of 5-d input has gradients for input and grid", function()
+      local x = rnd({ 1, 2, 2, 3, 3 })
+      local g = rnd({ 1, 2, 2, 1, 3 }, -0.9, 0.9)
+      for _, pad in ipairs { "zeros", "border", "reflection" } do
+        for _, ac in ipairs { false, true } do
+          assert.is_true(gradcheck(function(a, b)
+            return F.grid_sample(a, b, { padding_mode = pad, align_corners = ac })
+          end, { leaf(x), leaf(g) }), pad)
+        end
+      end
+      assert.is_true(gradcheck(function(a) return F.grid_sample(a, g, { mode = "nearest" }) end, { leaf(x) }))
+    end)
+
+    it("bicubic grid_sample of 4-d input matches PyTorch's kernel, with gradients", function()
+      local xs, gs = { 2, 2, 4, 5 }, { 2, 3, 2, 2 }
+      local x, xv = rnd(xs)
+      local g, gv = rnd(gs, -1.5, 1.5)
+      for _, pad in ipairs { "zeros", "border", "reflection" } do
+        for _, ac in ipairs { false, true } do
+          H.close(F.grid_sample(x, g, { mode = "bicubic", padding_mode = pad, align_corners = ac }),
+            bicubic_ref(xv, xs, gv, gs, pad, ac), 1e-12, 1e-14, pad .. " " .. tostring(ac))
+        end
+      end
+      -- at the pixels' centres bicubic reads the pixels
+      local id = tide.tensor({ { { 1, 0, 0 }, { 0, 1, 0 } } }, "float64"):expand(2, 2, 3)
+      H.close(F.grid_sample(x, F.affine_grid(id, xs, true), { mode = "bicubic", align_corners = true }), x, 1e-12,
+        1e-14)
+      local gx = rnd({ 1, 2, 2, 2 }, -0.8, 0.8)
+      for _, pad in ipairs { "zeros", "border", "reflection" } do
+        assert.is_true(gradcheck(function(a, b)
+          return F.grid_sample(a, b, { mode = "bicubic", padding_mode = pad })
+        end, { leaf(rnd({ 1, 1, 3, 4 })), leaf(gx) }), pad)
+      end
+    end)
+
+    it("capture under tide.jit.compile (no host reads) and replay the eager values", function()
+      local x5, x4 = rnd({ 1, 2, 2, 4, 4 }), rnd({ 1, 2, 3, 4 })
+      local th, g4 = rnd({ 1, 3, 4 }), rnd({ 1, 2, 2, 2 })
+      local function body(a5, a4, t, g)
+        local pooled, idx = F.max_pool3d(a5, { 1, 2, 2 }, { return_indices = true })
+        return F.grid_sample(a5, F.affine_grid(t, { 1, 2, 2, 2, 3 }), { padding_mode = "reflection" }),
+          F.grid_sample(a4, g, { mode = "bicubic", padding_mode = "border" }),
+          F.max_unpool3d(pooled, idx, { 1, 2, 2 }), F.lp_pool3d(a5, 2, 2)
+      end
+      local f = tide.jit.compile(body)
+      for call = 1, 3 do
+        local want, got = { body(x5 * call, x4 * call, th, g4) }, { f(x5 * call, x4 * call, th, g4) }
+        for i = 1, #want do H.close(got[i], want[i], 1e-12, 1e-14, "result " .. i .. ", call " .. call) end
+      end
+      assert.are.equal(1, f:stats().replays)
+    end)
+
+    it("grid_sample names the function and the values in its errors", function()
+      local x5, g5 = tide.zeros({ 1, 2, 2, 3, 3 }), tide.zeros({ 1, 1, 2, 2, 3 })
+      assert.has_error(function() F.grid_sample(x5, g5, { mode = "bicubic" }) end,
+        "grid_sample: mode 'bicubic' samples 4-d input only, got input [1,2,2,3,3]")
+      assert.has_error(function() F.grid_sample(x5, tide.zeros({ 1, 1, 2, 2, 2 })) end,
+        "grid_sample: grid of shape [1,1,2,2,2] does not match input of shape [1,2,2,3,3] (expected [1, oD, oH, oW, 3])")
+      assert.has_error(function() F.grid_sample(x5, tide.zeros({ 1, 2, 2, 2 })) end,
+        "grid_sample: expects a 4-d input [N, C, H, W] and grid [N, oH, oW, 2], or a 5-d input [N, C, D, H, W] " ..
+        "and grid [N, oD, oH, oW, 3], got [1,2,2,3,3] and [1,2,2,2]")
+      assert.has_error(function() F.grid_sample(x5, g5, { mode = "trilinear" }) end,
+        "grid_sample: mode must be 'bilinear', 'nearest' or 'bicubic', got trilinear")
+      assert.has_error(function() F.grid_sample(tide.zeros({ 1, 2, 0, 3, 3 }), g5) end,
+        "grid_sample: input [1,2,0,3,3] has an empty spatial dimension")
     end)
   end)
 end)

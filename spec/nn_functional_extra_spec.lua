@@ -850,7 +850,7 @@ describe("nn functional extras", function()
       assert.has_error(function() F.affine_grid(th, { 3, 1, 3, 4 }) end,
         "affine_grid: theta must be a batch of 2-d affine matrices [3, 2, 3] for size {3, 1, 3, 4}, got shape [2,2,3]")
       assert.has_error(function() F.affine_grid(th, { 2, 1, 2, 3, 4 }) end,
-        "affine_grid: size must be a table {N, C, H, W} (2-d grids; 3-d ones are not supported), got a table of 5")
+        "affine_grid: theta must be a batch of 3-d affine matrices [2, 3, 4] for size {2, 1, 2, 3, 4}, got shape [2,2,3]")
       assert.has_error(function() F.affine_grid(th, { 2, 1, 0, 4 }) end,
         "affine_grid: size must hold positive sizes (N may be 0), got {2, 1, 0, 4}")
       assert.has_error(function() F.affine_grid(th, { 2, 1, 3, 4 }, 1) end,
@@ -939,14 +939,15 @@ describe("nn functional extras", function()
 
     it("grid_sample names the function and the values in its errors", function()
       local x, g = tide.zeros({ 1, 2, 3, 3 }), tide.zeros({ 1, 2, 2, 2 })
-      assert.has_error(function() F.grid_sample(x, g, { mode = "bicubic" }) end,
-        "grid_sample: mode must be 'bilinear' or 'nearest', got bicubic")
+      assert.has_error(function() F.grid_sample(x, g, { mode = "area" }) end,
+        "grid_sample: mode must be 'bilinear', 'nearest' or 'bicubic', got area")
       assert.has_error(function() F.grid_sample(x, g, { padding_mode = "circular" }) end,
         "grid_sample: padding_mode must be 'zeros', 'border' or 'reflection', got circular")
       assert.has_error(function() F.grid_sample(x, g:double()) end,
         "grid_sample: input (float32) and grid (float64) must have the same dtype")
       assert.has_error(function() F.grid_sample(x[1], g) end,
-        "grid_sample: expects a 4-d input [N, C, H, W] and grid [N, oH, oW, 2] (2-d sampling), got [2,3,3] and [1,2,2,2]")
+        "grid_sample: expects a 4-d input [N, C, H, W] and grid [N, oH, oW, 2], or a 5-d input [N, C, D, H, W] and " ..
+        "grid [N, oD, oH, oW, 3], got [2,3,3] and [1,2,2,2]")
       assert.has_error(function() F.grid_sample(x, tide.zeros({ 2, 2, 2, 2 })) end,
         "grid_sample: grid of shape [2,2,2,2] does not match input of shape [1,2,3,3] (expected [1, oH, oW, 2])")
       assert.has_error(function() F.grid_sample(x, tide.zeros({ 1, 2, 2, 3 })) end,

@@ -170,9 +170,10 @@ return function(nn)
   -- 1-d convolution and pooling, transposed convolutions, group and instance
   -- norms, padding, interpolation and pixel shuffling, composed of the above
   require("tide.nn.spatial")(nn)
-  -- adaptive max pooling, unpooling, lp pooling, local response norm, channel
-  -- shuffle, affine_grid and grid_sample
+  -- adaptive max pooling, unpooling, lp pooling, local response norm, channel shuffle
   require("tide.nn.spatial_extra")(nn)
+  -- affine_grid and grid_sample, 2-d and 3-d
+  require("tide.nn.grid_sample")(nn)
   -- the 3-d convolutions, pools and norms, and 5-d interpolation, composed of the 2-d ones
   require("tide.nn.spatial3d")(nn)
 end
