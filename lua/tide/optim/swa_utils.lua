@@ -50,7 +50,7 @@ function M.get_ema_multi_avg_fn(decay)
   return function(averaged, current)
     for i, a in ipairs(averaged) do
       if a:is_floating_point() then
-        a:copy_(a:lerp(current[i], 1 - decay))
+        a:lerp_(current[i], 1 - decay)
       else
         a:copy_(a * decay + current[i] * (1 - decay))
       end
