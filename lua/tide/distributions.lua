@@ -438,7 +438,7 @@ end
 -- elementwise ops, three ways picked per element by tide.where:
 -- * a < 20, x < 20: the series P(a, x) = p(x; a) x sum_n t_n, t_n = x^n / (a (a+1)...(a+n)),
 --   differentiated in a: dx/da = x sum_n t_n (digamma(a+n+1) - log x), 60 terms (the terms
---   shrink once a + n > x; for x < 20 the 60th is below 1e-13 of the sum).
+--   shrink once a + n > x; for x < 20 the 60th is at most about 3e-13 of the sum).
 -- * a < 20, x >= 20: the upper tail, Gamma(a, x) = x^(a-1) e^-x S, S = sum_k
 --   (a-1)...(a-k) / x^k, 20 terms (exact but for a remainder below |(a-1)...(a-20)| / x^20
 --   < 3e-8 of S); dx/da = S (log x - digamma(a)) + dS/da.
