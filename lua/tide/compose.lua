@@ -436,8 +436,8 @@ return function(tide, methods)
 
   --- diagonal(x, offset, dim1, dim2): the diagonal of the (dim1, dim2) planes as
   -- the last dim (offset > 0: above the main one). A view (as_strided), except
-  -- where autograd records x: there, a differentiable copy (tide's autograd
-  -- cannot differentiate as_strided views), so writing into it does not reach x.
+  -- where autograd records x: there, a differentiable copy (cheaper to
+  -- differentiate than the view's storage-wide scatter), so writing into it does not reach x.
   -- @usage x:diagonal(); x:diagonal(1, -2, -1)
   local function diagonal(x, offset, dim1, dim2)
     need_tensor(x, "diagonal")

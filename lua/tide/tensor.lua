@@ -1032,6 +1032,32 @@ function methods.unsqueeze(t, dim)
   return view_result(C.tide_tensor_unsqueeze(t, dim > 0 and dim - 1 or dim))
 end
 
+--- t:unfold(dim, size, step): the slices of length size along dim, every step
+-- elements, as a view with one more (last) dimension, as Torch7's and PyTorch's
+-- unfold: dim becomes floor((len - size) / step) + 1 long. Differentiable
+-- (overlapping windows sum their gradients).
+-- @usage tide.arange(1, 8):unfold(1, 3, 2)   -- {{1,2,3},{3,4,5},{5,6,7}}
+function methods.unfold(t, dim, size, step)
+  local nd = tonumber(t.ndim)
+  if type(dim) ~= "number" or dim ~= math.floor(dim) or dim == 0 or dim > math.max(nd, 1) or dim < -math.max(nd, 1) then
+    fail(string.format("unfold: dimension %s is out of range for a %d-d tensor", tostring(dim), nd))
+  end
+  if dim < 0 then dim = dim + math.max(nd, 1) + 1 end
+  local len = nd == 0 and 1 or tonumber(t.sizes[dim - 1])
+  if type(size) ~= "number" or size < 0 or size ~= math.floor(size) or size > len then
+    fail(string.format("unfold: size %s must be an integer from 0 to the dimension's length %d", tostring(size), len))
+  end
+  if type(step) ~= "number" or step < 1 or step ~= math.floor(step) then
+    fail(string.format("unfold: step must be a positive integer, got %s", tostring(step)))
+  end
+  local sizes, strides = {}, {}
+  for d = 1, nd do sizes[d], strides[d] = tonumber(t.sizes[d - 1]), tonumber(t.strides[d - 1]) end
+  local st = nd == 0 and 1 or strides[dim]
+  if nd > 0 then sizes[dim], strides[dim] = math.floor((len - size) / step) + 1, st * step end
+  sizes[#sizes + 1], strides[#strides + 1] = size, st
+  return methods.as_strided(t, sizes, strides, tonumber(t.offset))
+end
+
 --- as_strided(sizes, strides, offset): a view with explicit strides and a 0-based storage offset.
 function methods.as_strided(t, sizes, strides, offset)
   local n = fill_sizes(sizes, "as_strided")

@@ -279,6 +279,13 @@ tide_tensor * tide_autograd_view(tide_tensor * t, tide_tensor * v, int32_t kind,
     node->p.dtype  = -1;
     node->p.n_ints = n;
     for (int32_t i = 0; i < n; i++) node->p.ints[i] = ints[i];
+    if (kind == TIDE_VIEW_STRIDED) {   /* the geometry of both, in storage elements */
+        for (int32_t i = 0; i < v->ndim; i++) node->p.ints[i] = v->strides[i];
+        for (int32_t i = 0; i < t->ndim; i++) node->p.ints[v->ndim + i] = t->strides[i];
+        node->p.n_ints     = v->ndim + t->ndim;
+        node->p.scalars[0] = (double)v->offset;
+        node->p.scalars[1] = (double)t->offset;
+    }
     meta_of(&node->out[0], v);
     attach(v, node, 0);
     tide_node_release(node);
@@ -566,6 +573,71 @@ static tide_tensor * slice_backward_recorded(tide_grad_ctx * c, const int64_t * 
     return g_call(c, TIDE_OP_index_add, 3, g_zeros(c, in), idx, gy, &q);
 }
 
+/* int64 [0, n) * step on dev (+1, kept by the ctx). */
+static tide_tensor * g_arange(tide_grad_ctx * c, int64_t n, int64_t step, tide_device dev) {
+    tide_tensor * r = g_keep(c, tide_tensor_empty(1, &n, TIDE_DTYPE_I64, dev));
+    NEED(r);
+    tide_op_params p = g_params(0, NULL, 0, 0);
+    tide_tensor *  res[TIDE_OP_MAX_OUT] = {0};
+    p.dtype      = TIDE_DTYPE_I64;
+    p.scalars[0] = 0, p.scalars[1] = (double)(n * step), p.scalars[2] = (double)step;
+    if (step == 0) p.scalars[1] = (double)n, p.scalars[2] = 1;   /* a stride of 0: all at the start, below */
+    tide_status st = tide_op_call(TIDE_OP_arange, NULL, 0, &p, res, r);
+    tide_tensor_release(res[0]);
+    if (st != TIDE_OK) {
+        c->st = st;
+        return NULL;
+    }
+    return step == 0 && n > 0 ? g_call(c, TIDE_OP_mul, 2, r, g_num(c, 0), NULL, NULL) : r;
+}
+
+/* The storage positions (minus base) of the elements of a view of sizes and
+ * strides at offset, as a 1-d int64 tensor in the view's element order. */
+static tide_tensor * positions(tide_grad_ctx * c, int32_t nd, const int64_t * sizes, const int64_t * strides,
+                               int64_t offset, tide_device dev) {
+    tide_tensor * pos = g_keep(c, tide_tensor_scalar_on(0, TIDE_DTYPE_I64, dev));
+    NEED(pos);
+    pos = g_call(c, TIDE_OP_add, 2, pos, g_num(c, (double)offset), NULL, NULL);
+    for (int32_t d = 0; d < nd; d++) {
+        int64_t shape[TIDE_MAX_DIMS];
+        for (int32_t k = 0; k < nd; k++) shape[k] = k == d ? sizes[d] : 1;
+        tide_tensor * a = g_arange(c, sizes[d], strides[d], dev);
+        NEED(a);
+        pos = g_call(c, TIDE_OP_add, 2, pos, g_reshape(c, a, nd, shape), NULL, NULL);
+    }
+    int64_t n = 1;
+    for (int32_t d = 0; d < nd; d++) n *= sizes[d];
+    return g_reshape(c, pos, 1, &n);
+}
+
+/* The gradient of an as_strided view: element i of the view is storage position
+ * P(i), so the input element at position q gets the sum of the view's gradients
+ * at the i with P(i) = q (overlapping views sum, as PyTorch's). Added into a
+ * buffer over the positions both reach, then read at the input's. */
+static tide_tensor * strided_backward(tide_grad_ctx * c, const tide_node * n, tide_tensor * gy) {
+    const tide_meta * in = &n->in[0], * out = &n->out[0];
+    const int64_t *   ys = n->p.ints, * xs = n->p.ints + out->ndim;
+    int64_t           y0 = (int64_t)n->p.scalars[0], x0 = (int64_t)n->p.scalars[1];
+    int64_t           lo = y0 < x0 ? y0 : x0, hi = lo, ny = 1, nx = 1;
+    for (int32_t d = 0; d < out->ndim; d++) ny *= out->sizes[d];
+    for (int32_t d = 0; d < in->ndim; d++) nx *= in->sizes[d];
+    if (ny == 0 || nx == 0) return g_zeros(c, in);
+    int64_t ey = y0, ex = x0;   /* the last positions each reaches (strides are not negative) */
+    for (int32_t d = 0; d < out->ndim; d++) ey += (out->sizes[d] - 1) * ys[d];
+    for (int32_t d = 0; d < in->ndim; d++) ex += (in->sizes[d] - 1) * xs[d];
+    hi = ey > ex ? ey : ex;
+    tide_meta span = *in;
+    span.ndim     = 1;
+    span.sizes[0] = hi - lo + 1;
+    tide_tensor *  py = positions(c, out->ndim, out->sizes, ys, y0 - lo, in->dev);
+    tide_tensor *  px = positions(c, in->ndim, in->sizes, xs, x0 - lo, in->dev);
+    int64_t        zero = 0;
+    tide_op_params p0   = g_params(1, &zero, 0, 0);
+    tide_tensor *  buf  = g_call(c, TIDE_OP_index_add, 3, g_zeros(c, &span), py, g_reshape(c, gy, 1, &ny), &p0);
+    tide_tensor *  gx   = g_call(c, TIDE_OP_index_select, 2, buf, px, NULL, &p0);
+    return gx ? g_reshape(c, gx, in->ndim, in->sizes) : NULL;
+}
+
 static tide_status view_backward(tide_grad_ctx * c) {
     const tide_node * n  = c->node;
     const tide_meta * in = &n->in[0];
@@ -598,6 +670,9 @@ static tide_status view_backward(tide_grad_ctx * c) {
         g_set(c, 0, z);
         break;
     }
+    case TIDE_VIEW_STRIDED:
+        g_set(c, 0, strided_backward(c, n, gy));
+        break;
     default:
         return tide_error_set(TIDE_E_VALUE, "backward: '%s' views are not differentiable", node_name(n));
     }
