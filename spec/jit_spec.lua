@@ -194,6 +194,52 @@ describe("jit.compile", function()
       "update them%): float32 %[2%] made by 'add' at .*jit_spec.lua:%d+", f:explain())
   end)
 
+  it("does not take what the history of an unused result holds for a tensor kept by mistake", function()
+    -- the graph alone holds an unused result, and with it what its history
+    -- saved (an alias of x * w for abs, exp's own result) and its leaves
+    local w = tide.randn(3, 4, { requires_grad = true })
+    local fns = {
+      norm = function(x) return tide.norm(x * w, 2, { 2 }, true) end,
+      unused_abs = function(x) local y = x * w; local _ = y:abs(); return y:sum(2, true) end,
+      unused_exp = function(x) local y = x * w; local _ = y:exp(); return y end,
+      unused_leaf = function(x) local p = tide.zeros(3, 4):requires_grad_(); local _ = x * p; return x + 1 end,
+      training_step = function(x)
+        local loss = tide.norm(x * w, 2, { 2 }, true):sum()
+        loss:backward()
+        return loss
+      end,
+    }
+    for name, fn in pairs(fns) do
+      local f = tide.jit.compile(fn, { warmup = 0 })
+      f(tide.randn(3, 4))
+      assert.is_nil(f:explain():find("warning", 1, true), name .. ": " .. f:explain())
+    end
+    w.grad = nil
+  end)
+
+  it("replays where with a broadcast condition and norm with keepdim as eager", function()
+    local w = tide.randn(3, 4, { requires_grad = true })
+    local fns = {
+      where_broadcast = function(x) return tide.where(x:gt(0):sum(2, true):gt(0), x, x * 2) end,
+      where_broadcast_grad = function(x)
+        local y = x * w
+        return tide.where(y:gt(0):sum(2, true):gt(0), y, y * 2)
+      end,
+      norm_keepdim = function(x) return tide.norm(x, 2, { 2 }, true) end,
+      norm_keepdim_grad = function(x) return tide.norm(x * w, 2, { 2 }, true) end,
+    }
+    for name, fn in pairs(fns) do
+      local f = tide.jit.compile(fn, { warmup = 0 })
+      -- the second has a row whose condition is false, and one whose norm is 0
+      local xs = { tide.randn(3, 4), tide.tensor({ { 1, -2, 3, -4 }, { 0, 0, 0, 0 }, { -1, -2, -3, -4 } }),
+                   tide.randn(3, 4) }
+      for i, x in ipairs(xs) do
+        H.close(f(x), fn(x), 1e-6, 1e-6, name .. ", call " .. i)
+      end
+      assert.is_nil(f:explain():find("warning", 1, true), name .. ": " .. f:explain())
+    end
+  end)
+
   it("returns several tensors and tables of tensors", function()
     local f = tide.jit.compile(function(x) return x + 1, { a = x * 2, b = x:sum() } end, { warmup = 0 })
     for _ = 1, 2 do

@@ -703,7 +703,7 @@ static bool list_push(node_list * l, tide_node * n) {
     return true;
 }
 
-int64_t tide_autograd_saved(tide_tensor * const * roots, int32_t n_roots, tide_tensor ** out, int64_t max) {
+int64_t tide_autograd_held(tide_tensor * const * roots, int32_t n_roots, tide_tensor ** out, int64_t max) {
     node_list todo = {NULL, 0, 0};
     int64_t   n    = 0;
     bool held = walk_top != NULL;   /* called from a hook: its walk holds the lock */
@@ -718,6 +718,7 @@ int64_t tide_autograd_saved(tide_tensor * const * roots, int32_t n_roots, tide_t
         for (int32_t k = 0; k < TIDE_SAVED_MAX && !nd->freed; k++)
             if (nd->saved[k] && n++ < max) out[n - 1] = nd->saved[k];
         for (int32_t k = 0; k < nd->n_in; k++) {
+            if (nd->next[k].leaf && n++ < max) out[n - 1] = nd->next[k].leaf;
             tide_node * next = nd->next[k].node;
             if (next && next->walk_id != id && list_push(&todo, next)) next->walk_id = id;
         }

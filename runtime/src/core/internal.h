@@ -284,10 +284,12 @@ TIDE_INTERNAL tide_tensor * tide_autograd_view(tide_tensor * t, tide_tensor * v,
 TIDE_INTERNAL void tide_node_release(tide_node * n);
 /* Drops the hooks and retain_grad entries that name t weakly (t is being freed). */
 TIDE_INTERNAL void tide_autograd_forget(tide_tensor * t);
-/* The tensors that the autograd graph behind roots keeps for its backward
- * (borrowed, at most max in out; repeats possible). Returns how many there are. */
-TIDE_INTERNAL int64_t tide_autograd_saved(tide_tensor * const * roots, int32_t n_roots, tide_tensor ** out,
-                                          int64_t max);
+/* The tensors that the autograd graph behind roots holds: what it saved for
+ * its backward, and the leaves it accumulates into (borrowed, at most max in
+ * out; one entry per reference held, so repeats are possible). Returns how
+ * many there are. */
+TIDE_INTERNAL int64_t tide_autograd_held(tide_tensor * const * roots, int32_t n_roots, tide_tensor ** out,
+                                         int64_t max);
 
 /* -- engine (engine/engine.c) ------------------------------------------------ */
 

@@ -331,6 +331,30 @@ static bool number_values(tide_graph * g) {
     return true;
 }
 
+/* The references to captured tensors (saved tensors, leaves) that autograd
+ * histories hold and that are no stale copies: the results' (what their
+ * backward needs), and those of values only the graph holds (dead ends, as an
+ * unused x:abs() of a tensor that requires grad), which die with them when the
+ * graph lets them go below. One entry per reference (n of them; malloc'd, NULL
+ * if none). */
+static tide_tensor ** history_holds(const tide_graph * g, int64_t * n) {
+    tide_tensor ** roots   = malloc((size_t)(g->n_outputs + g->n_values + 1) * sizeof *roots);
+    int32_t        n_roots = 0;
+    *n = 0;
+    if (!roots) return NULL;
+    for (int32_t i = 0; i < g->n_outputs && !g->had_backward; i++) roots[n_roots++] = g->values[g->outputs[i]].t;
+    for (int32_t id = 0; id < g->n_values; id++) {
+        const tide_gvalue * v = &g->values[id];
+        if (v->kind == TIDE_GV_NODE && v->t && __atomic_load_n(&v->t->refcount, __ATOMIC_ACQUIRE) == 1)
+            roots[n_roots++] = v->t;
+    }
+    int64_t        want  = n_roots ? tide_autograd_held(roots, n_roots, NULL, 0) : 0;
+    tide_tensor ** holds = want ? malloc((size_t)want * sizeof *holds) : NULL;
+    *n = holds ? tide_autograd_held(roots, n_roots, holds, want) : 0;
+    free(roots);
+    return holds;
+}
+
 tide_status tide_graph_capture_end(tide_graph * g, char * leaks, size_t n_leaks) {
     if (tide_capture != g) return tide_error_set(TIDE_E_VALUE, "jit capture: this thread is not capturing that graph");
     tide_capture = NULL;
@@ -342,17 +366,8 @@ tide_status tide_graph_capture_end(tide_graph * g, char * leaks, size_t n_leaks)
      * neither returned nor gradients: a replay makes new ones, and the held ones go stale. */
     size_t used = 0;
     if (leaks && n_leaks) leaks[0] = 0;
-    /* Results with history hold what their backward needs: those are not stale copies. */
-    tide_tensor ** saved = NULL;
-    int64_t        n_saved = 0;
-    if (!g->had_backward && g->n_outputs > 0) {
-        tide_tensor ** roots = malloc((size_t)g->n_outputs * sizeof *roots);
-        for (int32_t i = 0; roots && i < g->n_outputs; i++) roots[i] = g->values[g->outputs[i]].t;
-        n_saved = roots ? tide_autograd_saved(roots, g->n_outputs, NULL, 0) : 0;
-        saved   = n_saved ? malloc((size_t)n_saved * sizeof *saved) : NULL;
-        n_saved = saved ? tide_autograd_saved(roots, g->n_outputs, saved, n_saved) : 0;
-        free(roots);
-    }
+    int64_t        n_holds = 0;
+    tide_tensor ** holds   = history_holds(g, &n_holds);
     for (int32_t id = 0; id < g->n_values; id++) {
         tide_gvalue * v = &g->values[id];
         if (v->kind == TIDE_GV_ARG) {   /* replay binds new ones: the graph does not keep these alive */
@@ -360,9 +375,9 @@ tide_status tide_graph_capture_end(tide_graph * g, char * leaks, size_t n_leaks)
             v->t = NULL;
         }
         if (v->kind != TIDE_GV_NODE || !v->t) continue;
-        bool held = __atomic_load_n(&v->t->refcount, __ATOMIC_ACQUIRE) > 1;
-        for (int64_t k = 0; k < n_saved && held; k++) held = saved[k] != v->t;
-        if (held && !kept(g, id) && leaks && used + 1 < n_leaks) {
+        int32_t others = __atomic_load_n(&v->t->refcount, __ATOMIC_ACQUIRE) - 1;
+        for (int64_t k = 0; k < n_holds && others > 0; k++) others -= holds[k] == v->t;
+        if (others > 0 && !kept(g, id) && leaks && used + 1 < n_leaks) {
             const tide_gnode * n = &g->nodes[v->node];
             char shape[128];
             used += (size_t)snprintf(leaks + used, n_leaks - used, "%s%s %s made by '%s' at %s",
@@ -374,7 +389,7 @@ tide_status tide_graph_capture_end(tide_graph * g, char * leaks, size_t n_leaks)
             if (used >= n_leaks) used = n_leaks - 1;
         }
     }
-    free(saved);
+    free(holds);
     /* A constant's first contents matter only where the graph writes it in place. */
     for (int32_t id = 0; id < g->n_values; id++) {
         tide_gvalue * v = &g->values[id];
