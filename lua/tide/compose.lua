@@ -1451,7 +1451,7 @@ return function(tide, methods)
     if p == "inf" then p = math.huge elseif p == "-inf" then p = -math.huge end
     if type(p) ~= "number" or p ~= p then fail(fmt("%s: ord must be a number, got %s", name, tostring(p))) end
     keepdim = args.need_bool(keepdim, name, "keepdim")
-    local a = x:abs()
+    local a = p ~= 2 and x:abs()   -- the 2-norm squares x itself: |x| would be made for nothing
     if p == math.huge then return a:amax(dims, keepdim) end
     if p == -math.huge then return a:amin(dims, keepdim) end
     if p == 0 then return a:ne(0):sum(dims, keepdim):to(x:dtype()) end
