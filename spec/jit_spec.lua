@@ -214,7 +214,17 @@ describe("jit.compile", function()
       f(tide.randn(3, 4))
       assert.is_nil(f:explain():find("warning", 1, true), name .. ": " .. f:explain())
     end
-    w.grad = nil
+  end)
+
+  it("still warns about a leaf made during capture that a history and Lua both hold", function()
+    local kept = {}
+    local f = tide.jit.compile(function(x)
+      kept.p = tide.zeros(2):requires_grad_()
+      return x * kept.p
+    end, { warmup = 0 })
+    f(tide.ones(2))
+    assert.matches("warning: tensors made during capture are still held but not returned %(a replay will not " ..
+      "update them%): float32 %[2%] made by 'full' at .*jit_spec.lua:%d+", f:explain())
   end)
 
   it("replays where with a broadcast condition and norm with keepdim as eager", function()
