@@ -758,3 +758,25 @@ describe("jit.compile", function()
     assert.has_error(function() f({ tide.ones(1) }) end)
   end)
 end)
+
+describe("jit compiled functions dropped while their replays run", function()
+  it("keep the graph's fused chains until the replays' tasks ran", function()
+    -- a replay node by node (the result needs autograd history) queues fused
+    -- tasks that read the graph's chains; the function is collected right after
+    -- (a use after free under ASan before the tasks held the graph)
+    local F = tide.nn.functional
+    local target = tide.tensor({ 1, 2, 3, 1 }, { dtype = "int64" })
+    for _ = 1, 40 do
+      for _, g in ipairs { false, true } do
+        local w = tide.randn(4, 3, { requires_grad = g })
+        local x = tide.randn(4, 3)
+        local f = tide.jit.compile(function(a) return F.cross_entropy((a * w):tanh() * 2, target) end, { warmup = 0 })
+        f(x)
+        local y = f(x)
+        f = nil
+        collectgarbage()
+        assert.is_true(y:item() > 0)
+      end
+    end
+  end)
+end)

@@ -249,6 +249,7 @@ tide_graph * tide_graph_capture_begin(void) {
         return NULL;
     }
     tide_graph * g = calloc(1, sizeof *g);
+    if (g) atomic_init(&g->refs, 1);
     if (!g) {
         tide_error_set(TIDE_E_OOM, "jit capture: out of memory");
         return NULL;
@@ -513,6 +514,8 @@ tide_status tide_graph_optimize(tide_graph * g, uint32_t passes, int32_t * chang
 void tide_graph_release(tide_graph * g) {
     if (!g) return;
     if (tide_capture == g) tide_capture = NULL;
+    /* a node-by-node replay's fused tasks read the nodes' chains until they ran */
+    if (atomic_fetch_sub_explicit(&g->refs, 1, memory_order_acq_rel) != 1) return;
     tide_exec_release(g->exec);
     for (int32_t id = 0; id < g->n_values; id++) {
         tide_tensor_release(g->values[id].t);
@@ -569,6 +572,7 @@ tide_tensor * tide_graph_make_view(const tide_gnode * n, const tide_gvalue * v, 
 /* -- fused kernels as engine tasks -- */
 
 typedef struct {
+    tide_graph *       g;   /* held while the task is pending: f is one of its nodes' */
     const tide_fused * f;
     tide_tensor *      ext[TIDE_OP_MAX_IN];
     tide_tensor *      out;
@@ -581,6 +585,7 @@ static tide_status run_fused(void * ctx) {
 }
 static void keep_fused(void * ctx) {
     fused_task * ft = ctx;
+    atomic_fetch_add_explicit(&ft->g->refs, 1, memory_order_relaxed);
     for (int32_t k = 0; k < ft->f->n_ext; k++) tide_tensor_retain(ft->ext[k]);
     tide_tensor_retain(ft->out);
 }
@@ -588,6 +593,7 @@ static void drop_fused(void * ctx) {
     fused_task * ft = ctx;
     for (int32_t k = 0; k < ft->f->n_ext; k++) tide_tensor_release(ft->ext[k]);
     tide_tensor_release(ft->out);
+    tide_graph_release(ft->g);
 }
 static void describe_fused(const void * ctx, char * buf, size_t n) {
     const fused_task * ft = ctx;
@@ -597,8 +603,9 @@ static void describe_fused(const void * ctx, char * buf, size_t n) {
         used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? " " : "", tide_op_name(ft->f->steps[i].c.op));
 }
 
-tide_status tide_graph_run_fused(const tide_gnode * n, tide_tensor * const * in, tide_tensor * out) {
-    fused_task ft = {n->fused, {0}, out};
+tide_status tide_graph_run_fused(const tide_graph * g, const tide_gnode * n, tide_tensor * const * in,
+                                 tide_tensor * out) {
+    fused_task ft = {(tide_graph *)g, n->fused, {0}, out};
     tide_storage * reads[TIDE_OP_MAX_IN], * writes[1] = {out->storage};
     for (int32_t k = 0; k < n->n_in; k++) ft.ext[k] = in[k], reads[k] = in[k]->storage;
     int64_t work = n->fused->n_steps;   /* elements the steps run over (more than out's when reducing) */
@@ -657,7 +664,7 @@ tide_status tide_graph_run_node(const tide_graph * g, int32_t i, tide_tensor ** 
     }
     case TIDE_GN_FUSED: {
         if (n->into >= 0) {   /* updates value `into` in place, as an op node would */
-            st = tide_graph_run_fused(n, in, t[n->into]);
+            st = tide_graph_run_fused(g, n, in, t[n->into]);
             if (st == TIDE_OK) atomic_fetch_add_explicit(&t[n->into]->storage->version, 1, memory_order_relaxed);
             if (st == TIDE_OK && g->values[n->into].kind != TIDE_GV_NODE && fence) {
                 tide_tensor_retain(t[n->into]);
@@ -667,7 +674,7 @@ tide_status tide_graph_run_node(const tide_graph * g, int32_t i, tide_tensor ** 
         }
         const tide_gvalue * v = &g->values[n->out[0]];
         tide_tensor * r = tide_tensor_empty(v->ndim, v->sizes, v->dtype, v->dev);
-        st = r ? tide_graph_run_fused(n, in, r) : TIDE_E_OOM;
+        st = r ? tide_graph_run_fused(g, n, in, r) : TIDE_E_OOM;
         t[n->out[0]] = r;
         break;
     }

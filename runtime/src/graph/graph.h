@@ -63,6 +63,7 @@ typedef struct tide_gnode {
 } tide_gnode;
 
 struct tide_graph {
+    atomic_int     refs;                           /* the owner's, and each pending fused task's */
     tide_gvalue *  values;
     int32_t        n_values, cap_values;
     tide_gnode *   nodes;
@@ -162,7 +163,8 @@ TIDE_INTERNAL tide_status   tide_graph_run_node(const tide_graph * g, int32_t i,
                                                 int32_t * n_fence);
 TIDE_INTERNAL void          tide_graph_release_inputs(const tide_graph * g, tide_tensor ** t, int32_t i);
 /* Fused node n pushed to the engine over in -> out (the node-by-node replays'). */
-TIDE_INTERNAL tide_status   tide_graph_run_fused(const tide_gnode * n, tide_tensor * const * in, tide_tensor * out);
+TIDE_INTERNAL tide_status   tide_graph_run_fused(const tide_graph * g, const tide_gnode * n, tide_tensor * const * in,
+                                                 tide_tensor * out);
 /* check.c: the eager run recorded node(s) up to g->n_nodes: compares them; it made
  * constant value id from Lua data: keeps its contents. And the check's cleanup. */
 TIDE_INTERNAL void          tide_check_on_node(tide_graph * g);
