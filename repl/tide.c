@@ -368,6 +368,19 @@ static void set_arg_table(lua_State * L, int argc, char ** argv, int script) {
     lua_setglobal(L, "arg");
 }
 
+/* os.exit, after the queued work has run. exit() runs the exit handlers in
+ * reverse order of registration, and cuBLAS registers the teardown of state
+ * it makes lazily (its GEMM heuristics) after libtide registered the engine's
+ * drain: a product still queued then ran on torn-down state and crashed the
+ * process on exit (an H100, a script ending with a product queued). */
+static int exit_synced(lua_State * L) {
+    (void)tide_sync();
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
 int main(int argc, char ** argv) {
     if (argv[0] && argv[0][0]) progname = argv[0];
     int script = argc, interactive = 0, version = 0, has_e = 0;
@@ -409,6 +422,11 @@ int main(int argc, char ** argv) {
     if (dochunk(L, 0) != 0) return 1;   /* stack: luaopen_tide, called with a traceback */
     lua_getfield(L, LUA_REGISTRYINDEX, "tide.module");
     lua_setglobal(L, "tide");
+    lua_getglobal(L, "os");   /* os.exit waits for queued work first: see exit_synced */
+    lua_getfield(L, -1, "exit");
+    lua_pushcclosure(L, exit_synced, 1);
+    lua_setfield(L, -2, "exit");
+    lua_pop(L, 1);
 
     int st = 0;
     for (int i = 1; i < script && st == 0; i++) {   /* -e and -l, in order */
@@ -423,6 +441,7 @@ int main(int argc, char ** argv) {
         if (interactive || isatty(STDIN_FILENO)) st = run_repl(L);
         else st = dochunk(L, luaL_loadfile(L, NULL));
     }
+    (void)tide_sync();   /* before exit(): see exit_synced */
     lua_close(L);
     return st == 0 ? 0 : 1;
 }
