@@ -292,6 +292,19 @@ describe("printing", function()
 end)
 
 describe("conversion and copies", function()
+  it("reads a NaN of any bit pattern as NaN (LuaJIT keeps its tags in NaNs)", function()
+    local ffi = require "ffi"
+    for _, case in ipairs { { "float64", "uint64_t *", 0xFFFFFFFFFFFFFFFFULL }, { "float32", "uint32_t *", 0xFFFFFFFF } } do
+      local t = tide.zeros(3, { dtype = case[1], device = "cpu" })   -- written through a host pointer
+      ffi.cast(case[2], t:data_ptr())[1] = case[3]   -- a NaN whose high bits are all set
+      local v = t:totable()
+      assert.are.equal(3, #v, case[1])
+      assert.is_true(v[2] ~= v[2], case[1] .. ": element 2 must be NaN")
+      local e = t[2]
+      assert.is_true(e ~= e, case[1] .. ": t[2] must be NaN")
+    end
+  end)
+
   it("converts dtypes", function()
     local t = tide.tensor({ 1.7, -1.7, 300 })
     H.equal(t:to("int32"), { 1, -1, 300 })

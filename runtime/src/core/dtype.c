@@ -81,10 +81,15 @@ uint16_t tide_f32_to_bf16(float f) {
 
 /* -- conversion --------------------------------------------------------------- */
 
+/* NaN as one bit pattern: LuaJIT tags its values inside NaNs, so a NaN whose
+ * high bits are all set (CUDA's erf(NaN) in double gives one) read into Lua
+ * became nil. Every NaN leaves here as the quiet NaN. */
+static inline double canonical(double v) { return v != v ? (double)NAN : v; }
+
 double tide_load_double(const void * p, int32_t d) {
     switch (d) {
-    case TIDE_DTYPE_F32:  return *(const float *)p;
-    case TIDE_DTYPE_F64:  return *(const double *)p;
+    case TIDE_DTYPE_F32:  return canonical(*(const float *)p);
+    case TIDE_DTYPE_F64:  return canonical(*(const double *)p);
     case TIDE_DTYPE_I32:  return *(const int32_t *)p;
     case TIDE_DTYPE_I64:  return (double)*(const int64_t *)p;
     case TIDE_DTYPE_U8:   return *(const uint8_t *)p;

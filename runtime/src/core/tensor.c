@@ -7,6 +7,7 @@
 #include "internal.h"
 #include "../graph/graph.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -303,6 +304,9 @@ tide_status tide_tensor_to_doubles(tide_tensor * t, double * out) {
     size_t es = tide_dtype_size(t->dtype_id);
     if (tide_tensor_is_contiguous(t)) {
         tide_convert(out, TIDE_DTYPE_F64, 1, tide_tensor_ptr(t), t->dtype_id, 1, t->nelem);
+        if (tide_dtype_is_float(t->dtype_id))   /* one NaN, as tide_load_double gives (dtype.c) */
+            for (int64_t i = 0; i < t->nelem; i++)
+                if (out[i] != out[i]) out[i] = (double)NAN;
         return TIDE_OK;
     }
     for (int64_t i = 0; i < t->nelem; i++)
