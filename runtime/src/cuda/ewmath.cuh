@@ -41,7 +41,18 @@ MATH1(m_atanh, atanhf, atanh)
 MATH1(m_erf, erff, erf)
 MATH1(m_erfc, erfcf, erfc)
 MATH1(m_erfinv, erfinvf, erfinv)
-MATH1(m_log2, log2f, log2)
+/* log2 exact at powers of two, as the CPU's libm is (CUDA's is within 1 ulp:
+ * log2(8) came out 2.9999999999999996 on an H100) */
+__device__ inline float m_log2(float x) {
+    int   e;
+    float m = frexpf(x, &e);
+    return m == 0.5f ? (float)(e - 1) : log2f(x);
+}
+__device__ inline double m_log2(double x) {
+    int    e;
+    double m = frexp(x, &e);
+    return m == 0.5 ? (double)(e - 1) : log2(x);
+}
 MATH1(m_log10, log10f, log10)
 MATH1(m_exp2, exp2f, exp2)
 MATH1(m_exp, expf, exp)

@@ -267,7 +267,7 @@ search_kernel(Shape s, Operands<3> ops, int64_t ss, int64_t M, bool right, int64
 int k_searchsorted(const tide_devcall * c) {
     if (int rc = use(c->dev)) return rc;
     const tide_devtensor & seq = c->in[0], & v = c->in[1], & out = c->out[0];
-    if (!seq.data)
+    if (!seq.data && seq.nelem != 0)   /* an empty one has no memory: every value goes first */
         return set_error(TIDE_DEVAPI_ERROR, "%s: the sorted sequence must be a tensor on the device", c->op);
     if (out.nelem == 0) return TIDE_DEVAPI_OK;
     Shape       sh = shape_of(out);
