@@ -159,9 +159,9 @@ local tol = { float32 = 3e-5, float64 = 1e-11 }
 local function message(fn)
   local ok, err = pcall(fn)
   assert(not ok, "expected an error, got none")
-  err = tostring(err):gsub("^[^\n]-:%d+: ", "", 1)
+  err = tostring(err):gsub("^[^\n]-:%d+: ", "", 1):gsub("%s+$", "")
   err = err:gsub("^copy: an input comes from a failed op: ", "", 1):gsub(" %(op [^()]*%)$", "")
-  return (err:gsub(" %(on cuda:%d+%)$", ""))
+  return (err:gsub(" %(on cuda:%d+%)", ""))
 end
 
 --- asserts that fn raises an error that contains each of the strings given
@@ -1241,9 +1241,9 @@ describe("tide.linalg decompositions", function()
     end)
 
     it("names the zero pivot of A's own LU factorisation, whatever A's layout", function()
-      -- rows 1 and 3 are eliminated by row 2, and the third pivot is 0 (A^T's LU finds
-      -- its zero at pivot 2)
-      local S3 = tide.tensor({ { 1, 2, 3 }, { 2, 4, 6 }, { 1, 1, 1 } }, "float64")
+      -- the third column is zero, so A's third pivot is 0 whatever the rounding (A^T's
+      -- LU finds its zero at pivot 2: its first two rows are proportional, in exact steps)
+      local S3 = tide.tensor({ { 1, 2, 0 }, { 2, 4, 0 }, { 1, 1, 0 } }, "float64")
       local got = {}
       for name, la in pairs(layouts(S3)) do
         got[name] = message(function() linalg.solve(la, tide.ones(3, 1, "float64")):totable() end)

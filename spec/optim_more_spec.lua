@@ -397,7 +397,8 @@ describe("optim, more optimizers", function()
         end)
         local g = { 2 * x0[1], 4 * x0[2] }
         local t = math.min(1, 1 / (math.abs(g[1]) + math.abs(g[2]))) * lr
-        H.equal(x, { x0[1] - t * g[1], x0[2] - t * g[2] })
+        -- within rounding: a device computes t with its own reductions and fused multiply-adds
+        H.close(x, { x0[1] - t * g[1], x0[2] - t * g[2] }, 1e-15, 1e-17)
         assert.are.equal(1, calls)
       end
     end)
