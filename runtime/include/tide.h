@@ -547,7 +547,10 @@ tide_tensor * tide_graph_check_copy(tide_graph * c, tide_tensor * t);
  * asynchronously that was not reported yet. A failure is reported once: by the
  * first wait (tide_tensor_wait and the reads that wait) or op call that meets
  * its result or anything computed from it, else by the next tide_sync(), which
- * also drops the other unreported failures (of the first eight it keeps). */
+ * also drops the other unreported failures (of the first eight it keeps).
+ * A host should call it before exit() when CUDA work may be queued: exit's
+ * handlers can tear down cuBLAS state a queued product still needs (the
+ * `tide` program does; libtide's own exit-time drain may run too late). */
 tide_status tide_sync(void);
 /* 1: every op runs at once, in order, on the calling thread, and its error is
  * returned by the call that enqueued it (for debugging, like

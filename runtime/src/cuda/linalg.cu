@@ -509,6 +509,27 @@ SolvePlan solve_plan(const tide_devcall * c) {
 }
 
 /* As the CPU's, a singular A is an error even where B has no columns. */
+/* A matrix holding NaN: cuSOLVER's getrf may pivot around it (a solve of
+ * [[1, NaN], [NaN, 2]] gave 1 on an H100), where LAPACK's gives NaN. flag[b]:
+ * matrix b (nn elements) holds a NaN; its info is cleared so no report calls it
+ * singular, and its solutions are NaN (nan_fill_kernel), as on the CPU. */
+template <typename T> __global__ void nan_scan_kernel(const T * a, int * flag, int64_t nb, int64_t nn) {
+    for (int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; b < nb; b += (int64_t)gridDim.x * blockDim.x) {
+        int f = 0;
+        for (int64_t i = 0; i < nn && !f; i++) f = isnan(a[b * nn + i]);
+        flag[b] = f;
+    }
+}
+__global__ void nan_info_kernel(const int * flag, int * info, int64_t nb) {
+    for (int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; b < nb; b += (int64_t)gridDim.x * blockDim.x)
+        if (flag[b]) info[b] = 0;
+}
+template <typename T> __global__ void nan_fill_kernel(const int * flag, T * x, int64_t n) {
+    if (!*flag) return;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        x[i] = (T)NAN;
+}
+
 template <typename T> int solve(const tide_devcall * c) {
     SolvePlan p = solve_plan(c);
     int64_t   n = p.n, k = p.k;
@@ -518,12 +539,14 @@ template <typename T> int solve(const tide_devcall * c) {
            b_at    = cv.take((size_t)(p.ob.nelem * n * k) * sizeof(T)),
            piv_at  = cv.take((size_t)(p.ab.nelem * n) * sizeof(int)),
            info_at = cv.take((size_t)p.ab.nelem * sizeof(int)), rs_at = cv.take(sizeof(int)),
-           rep_at  = cv.take(sizeof(tide_devreport));
+           rep_at  = cv.take(sizeof(tide_devreport)), flag_at = cv.take((size_t)p.ab.nelem * sizeof(int));
     if (!cv.get(c)) return TIDE_DEVAPI_OOM;
     T *   aw = cv.at<T>(a_at), * bw = cv.at<T>(b_at);
-    int * piv = cv.at<int>(piv_at), * info = cv.at<int>(info_at);
+    int * piv = cv.at<int>(piv_at), * info = cv.at<int>(info_at), * flag = cv.at<int>(flag_at);
+    cudaStream_t stream = (cudaStream_t)c->stream;
     pack(c, p.ab, src_of(c->in[0], p.ab, p.trans), n, aw);
     pack(c, p.ob, src_of(c->in[1], p.ob), k, bw);
+    if (p.ab.nelem > 0) nan_scan_kernel<T><<<blocks_for(p.ab.nelem), THREADS, 0, stream>>>(aw, flag, p.ab.nelem, n * n);
     if (int rc = launched(c)) return rc;
 
     const Routines<T> & r = routines<T>();
@@ -538,6 +561,7 @@ template <typename T> int solve(const tide_devcall * c) {
         st = r.getrf(dn.h, (int)n, (int)n, aw + i * n * n, (int)n, work, piv + i * n, info + i);
         if (st != CUSOLVER_STATUS_SUCCESS) return dn_fail<T>(c, "cusolverDn%cgetrf", st);
     }
+    if (p.ab.nelem > 0) nan_info_kernel<<<blocks_for(p.ab.nelem), THREADS, 0, stream>>>(flag, info, p.ab.nelem);
     /* the LU of A^T solves A X = B transposed; getrs's info only flags a bad
      * argument, which the calls above rule out */
     cublasOperation_t op = p.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -546,6 +570,7 @@ template <typename T> int solve(const tide_devcall * c) {
         st = r.getrs(dn.h, op, (int)n, (int)k, aw + i * n * n, (int)n, piv + i * n, bw + b * n * k, (int)n,
                      cv.at<int>(rs_at));
         if (st != CUSOLVER_STATUS_SUCCESS) return dn_fail<T>(c, "cusolverDn%cgetrs", st);
+        nan_fill_kernel<T><<<blocks_for(n * k), THREADS, 0, stream>>>(flag + i, bw + b * n * k, n * k);
     }
     if (int rc = report(c, info, p.ob, p.amap, cv.at<tide_devreport>(rep_at))) return rc;
     unpack(c, dst_of(c->out[0], n, k), colmajor<T>(bw, n, k));
