@@ -206,6 +206,36 @@ local function in_range(name, key, v, lo, hi, lo_open, hi_open)
 end
 
 -- A list of increasing integers, each >= lo.
+-- Fails unless scheds is a non-empty list (SequentialLR's and ChainedScheduler's argument).
+local function need_scheduler_list(name, scheds)
+  if type(scheds) ~= "table" or getmetatable(scheds) ~= nil or #scheds == 0 then
+    fail(string.format("%s: schedulers must be a non-empty table of schedulers, got %s", name,
+      type(scheds) == "table" and getmetatable(scheds) == nil and "an empty table" or fmt(scheds)))
+  end
+end
+
+-- A copy of the schedulers a schedule of schedules runs, each checked: a
+-- scheduler of `optimizer` (named `owner` in the error), not a
+-- ReduceLROnPlateau (which cannot be `verb`: its step needs a metric).
+local function scheduler_list(name, scheds, optimizer, verb, owner)
+  need_scheduler_list(name, scheds)
+  local r = {}
+  for i, s in ipairs(scheds) do
+    if type(s) ~= "table" or getmetatable(s) == nil or type(s.step) ~= "function" or s.optimizer == nil then
+      fail(string.format("%s: schedulers[%d] must be a scheduler, got %s", name, i, fmt(s)))
+    end
+    if s.name == "ReduceLROnPlateau" then
+      fail(string.format("%s: schedulers[%d] is a ReduceLROnPlateau, whose step needs a metric; it cannot be %s",
+        name, i, verb))
+    end
+    if s.optimizer ~= optimizer then
+      fail(string.format("%s: schedulers[%d] belongs to another optimizer than %s", name, i, owner))
+    end
+    r[i] = s
+  end
+  return r
+end
+
 local function increasing(name, key, v, lo)
   if type(v) ~= "table" then
     fail(string.format("%s: %s must be a table of increasing integers, got %s", name, key, fmt(v)))
@@ -646,24 +676,7 @@ M.SequentialLR = LRScheduler.class("SequentialLR", {
   setup = function(self, optimizer, opts)
     local N = "SequentialLR"
     local scheds = opts.schedulers
-    if type(scheds) ~= "table" or getmetatable(scheds) ~= nil or #scheds == 0 then
-      fail(string.format("%s: schedulers must be a non-empty table of schedulers, got %s", N,
-        type(scheds) == "table" and getmetatable(scheds) == nil and "an empty table" or fmt(scheds)))
-    end
-    for i, s in ipairs(scheds) do
-      if type(s) ~= "table" or getmetatable(s) == nil or type(s.step) ~= "function" or s.optimizer == nil then
-        fail(string.format("%s: schedulers[%d] must be a scheduler, got %s", N, i, fmt(s)))
-      end
-      if s.name == "ReduceLROnPlateau" then
-        fail(string.format("%s: schedulers[%d] is a ReduceLROnPlateau, whose step needs a metric; it cannot be " ..
-          "sequenced", N, i))
-      end
-      if s.optimizer ~= optimizer then
-        fail(string.format("%s: schedulers[%d] belongs to another optimizer than the one passed in", N, i))
-      end
-    end
-    self.schedulers = {}
-    for i, s in ipairs(scheds) do self.schedulers[i] = s end
+    self.schedulers = scheduler_list(N, scheds, optimizer, "sequenced", "the one passed in")
     self.milestones = increasing(N, "milestones", opts.milestones, 1)
     if #self.milestones ~= #scheds - 1 then
       fail(string.format("%s: expects one milestone fewer than schedulers, got %d schedulers and %d milestones", N,
@@ -821,6 +834,7 @@ M.ReduceLROnPlateau = LRScheduler.class("ReduceLROnPlateau", {
 
 -- The checks and helpers lr_scheduler_extra.lua shares with the classes here.
 M._helpers = { positive_integer = positive_integer, number = number, at_least_zero = at_least_zero,
-               per_group = per_group, copy = copy, fmt = fmt, anneal = anneal }
+               per_group = per_group, copy = copy, fmt = fmt, anneal = anneal,
+               need_scheduler_list = need_scheduler_list, scheduler_list = scheduler_list }
 
 return M

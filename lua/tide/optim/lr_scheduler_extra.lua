@@ -214,22 +214,7 @@ L.ChainedScheduler = LRScheduler.class("ChainedScheduler", {
   options = { schedulers = true },
   fields = {},
   setup = function(self, optimizer, opts)
-    local N = "ChainedScheduler"
-    local scheds = opts.schedulers
-    for i, s in ipairs(scheds) do
-      if type(s) ~= "table" or getmetatable(s) == nil or type(s.step) ~= "function" or s.optimizer == nil then
-        fail(string.format("%s: schedulers[%d] must be a scheduler, got %s", N, i, fmt(s)))
-      end
-      if s.name == "ReduceLROnPlateau" then
-        fail(string.format("%s: schedulers[%d] is a ReduceLROnPlateau, whose step needs a metric; it cannot be " ..
-          "chained", N, i))
-      end
-      if s.optimizer ~= optimizer then
-        fail(string.format("%s: schedulers[%d] belongs to another optimizer than schedulers[1]", N, i))
-      end
-    end
-    self.schedulers = {}
-    for i, s in ipairs(scheds) do self.schedulers[i] = s end
+    self.schedulers = h.scheduler_list("ChainedScheduler", opts.schedulers, optimizer, "chained", "schedulers[1]")
   end,
   _initial_step = function(self)
     local groups = self.optimizer.param_groups
@@ -278,10 +263,7 @@ do   -- ChainedScheduler(schedulers [, optimizer]), PyTorch's argument order
   local Chained = L.ChainedScheduler
   local new = Chained.new
   Chained.new = function(schedulers, optimizer)
-    if type(schedulers) ~= "table" or getmetatable(schedulers) ~= nil or #schedulers == 0 then
-      fail(string.format("ChainedScheduler: schedulers must be a non-empty table of schedulers, got %s",
-        type(schedulers) == "table" and getmetatable(schedulers) == nil and "an empty table" or fmt(schedulers)))
-    end
+    h.need_scheduler_list("ChainedScheduler", schedulers)
     if optimizer == nil then
       optimizer = type(schedulers[1]) == "table" and schedulers[1].optimizer or nil
       if optimizer == nil then
