@@ -336,6 +336,18 @@ return function(nn)
     hooks[module] = hooks[module] or {}
     hooks[module][key] = h
   end
+  -- The hook `kind` of module's `name`, taken off the module; api names the caller in the error.
+  local function take_hook(module, kind, name, api)
+    local key = kind .. ":" .. name
+    local h = nn.is_module(module) and hook_of(module, key)
+    if not h then
+      fail(fmt("%s: %s of '%s' not found in %s", api, kind, tostring(name),
+        nn.is_module(module) and module:class_name() or type(module)))
+    end
+    h.handle:remove()
+    hooks[module][key] = nil
+    return h
+  end
 
   local function own_parameter(module, name, fname)
     local w = tensor_of(module, name, fname)
@@ -377,14 +389,8 @@ return function(nn)
   -- @usage nn.utils.remove_weight_norm(lin)
   function utils.remove_weight_norm(module, name)
     name = name or "weight"
-    local h = nn.is_module(module) and hook_of(module, "weight_norm:" .. name)
-    if not h then
-      fail(fmt("remove_weight_norm: weight_norm of '%s' not found in %s", tostring(name),
-        nn.is_module(module) and module:class_name() or type(module)))
-    end
+    local h = take_hook(module, "weight_norm", name, "remove_weight_norm")
     local w = h.compute(module):detach()
-    h.handle:remove()
-    hooks[module]["weight_norm:" .. name] = nil
     module[name] = nil
     module[name .. "_g"] = nil
     module[name .. "_v"] = nil
@@ -438,14 +444,8 @@ return function(nn)
   -- @usage nn.utils.remove_spectral_norm(lin)
   function utils.remove_spectral_norm(module, name)
     name = name or "weight"
-    local h = nn.is_module(module) and hook_of(module, "spectral_norm:" .. name)
-    if not h then
-      fail(fmt("remove_spectral_norm: spectral_norm of '%s' not found in %s", tostring(name),
-        nn.is_module(module) and module:class_name() or type(module)))
-    end
+    local h = take_hook(module, "spectral_norm", name, "remove_spectral_norm")
     local w = no_grad(function() return h.compute(module, false) end):detach()
-    h.handle:remove()
-    hooks[module]["spectral_norm:" .. name] = nil
     for _, k in ipairs { name, name .. "_u", name .. "_v", name .. "_orig" } do module[k] = nil end
     module:register_parameter(name, w)
     return module
