@@ -6,6 +6,7 @@
 -- float64; the samplers under tide.jit.compile; every error message.
 local tide = require "tide"
 local H = require "spec.helpers"
+local GR = require "spec.helpers.grid_ref"
 local nn, F = tide.nn, tide.nn.functional
 local floor, abs = math.floor, math.abs
 
@@ -48,32 +49,7 @@ local function pad_ref(xv, xs, pad, mode, value)
   end)
 end
 
--- round half to even, as C's nearbyint
-local function rint(v)
-  local f = floor(v)
-  local d = v - f
-  if d > 0.5 then return f + 1 elseif d < 0.5 then return f end
-  return f % 2 == 0 and f or f + 1
-end
-
-local function clip(v, n) return math.min(n - 1, math.max(v, 0)) end
-
--- PyTorch's reflect_coordinates then clip (compute_coordinates) of c in a dim of n.
-local function fold(c, n, pad, ac)
-  if pad == "border" then return clip(c, n) end
-  if pad == "reflection" then
-    local lo2, hi2 = ac and 0 or -1, ac and 2 * (n - 1) or 2 * n - 1
-    if lo2 == hi2 then return 0 end
-    local mn, span = lo2 / 2, (hi2 - lo2) / 2
-    local a = abs(c - mn)
-    local extra = math.fmod(a, span)
-    c = floor(a / span) % 2 == 0 and extra + mn or span - extra + mn
-    return clip(c, n)
-  end
-  return c
-end
-
-local function unnorm(g, n, ac) return ac and (g + 1) / 2 * (n - 1) or ((g + 1) * n - 1) / 2 end
+local rint, fold, unnorm = GR.rint, GR.fold, GR.unnormalize
 
 -- grid_sample of 5-d input: PyTorch's trilinear and nearest kernels, point by point.
 local function grid_sample3d_ref(x, xs, g, gs, mode, pad, ac)
@@ -132,12 +108,7 @@ local function bicubic_ref(x, xs, g, gs, pad, ac)
   end)
 end
 
--- affine_grid's base coordinate of pixel j (1-based) of n
-local function base(j, n, ac)
-  if n == 1 then return 0 end
-  local v = -1 + 2 * (j - 1) / (n - 1)
-  return ac and v or v * (n - 1) / n
-end
+local base = GR.base
 
 -- -- specs --------------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@
 -- tide.jit.compile (which refuses host reads) giving the eager values.
 local tide = require "tide"
 local H = require "spec.helpers"
+local GR = require "spec.helpers.grid_ref"
 local nn, F = tide.nn, tide.nn.functional
 local floor, ceil, exp, log, sqrt, abs = math.floor, math.ceil, math.exp, math.log, math.sqrt, math.abs
 
@@ -51,30 +52,7 @@ local function adaptive_max2d_ref(x, xs, oh, ow)
   return vals, H.nest(idx, { xs[1], xs[2], oh, ow })
 end
 
--- round half to even, as C's nearbyint
-local function rint(v)
-  local f = floor(v)
-  local d = v - f
-  if d > 0.5 then return f + 1 elseif d < 0.5 then return f end
-  return f % 2 == 0 and f or f + 1
-end
-
--- PyTorch's grid_sampler_compute_source_index
-local function source(g, n, pad, ac)
-  local c = ac and (g + 1) / 2 * (n - 1) or ((g + 1) * n - 1) / 2
-  local function clip(v) return math.min(n - 1, math.max(v, 0)) end
-  if pad == "border" then return clip(c) end
-  if pad == "reflection" then
-    local lo2, hi2 = ac and 0 or -1, ac and 2 * (n - 1) or 2 * n - 1
-    if lo2 == hi2 then return 0 end
-    local mn, span = lo2 / 2, (hi2 - lo2) / 2
-    local a = abs(c - mn)
-    local extra = math.fmod(a, span)
-    c = floor(a / span) % 2 == 0 and extra + mn or span - extra + mn
-    return clip(c)
-  end
-  return c
-end
+local rint, source = GR.rint, GR.source
 
 local function grid_sample_ref(x, xs, g, gs, mode, pad, ac)
   local X, G = at(x, xs), at(g, gs)
@@ -94,12 +72,7 @@ local function grid_sample_ref(x, xs, g, gs, mode, pad, ac)
   end)
 end
 
--- affine_grid's base coordinate of pixel j (1-based) of n
-local function base(j, n, ac)
-  if n == 1 then return 0 end
-  local v = -1 + 2 * (j - 1) / (n - 1)
-  return ac and v or v * (n - 1) / n
-end
+local base = GR.base
 
 local function affine_grid_ref(th, n, h, w, ac)
   local T = at(th, { n, 2, 3 })
