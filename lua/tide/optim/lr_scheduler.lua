@@ -661,6 +661,23 @@ M.CosineAnnealingWarmRestarts = LRScheduler.class("CosineAnnealingWarmRestarts",
 
 -- -- SequentialLR --------------------------------------------------------------------------
 
+-- A schedule of schedules' state: its own, and each of its schedulers' under _schedulers.
+local function schedules_state_dict(self)
+  local sd = LRScheduler.state_dict(self)
+  sd._schedulers = {}
+  for i, s in ipairs(self.schedulers) do sd._schedulers[i] = s:state_dict() end
+  return sd
+end
+local function schedules_load_state_dict(self, sd)
+  if type(sd) == "table" and (type(sd._schedulers) ~= "table" or #sd._schedulers ~= #self.schedulers) then
+    fail(string.format("%s: load_state_dict: '_schedulers' must be a table of %d scheduler states, got %s",
+      self.name, #self.schedulers, type(sd._schedulers) == "table" and string.format("%d", #sd._schedulers) or
+      fmt(sd._schedulers)))
+  end
+  LRScheduler.load_state_dict(self, sd)
+  for i, s in ipairs(self.schedulers) do s:load_state_dict(sd._schedulers[i]) end
+end
+
 --- SequentialLR(optimizer, schedulers, milestones), or SequentialLR(optimizer,
 -- {schedulers = ..., milestones = ...}): runs schedulers[1] until step
 -- milestones[1], then schedulers[2] restarted from its step 0, and so on
@@ -705,21 +722,8 @@ M.SequentialLR = LRScheduler.class("SequentialLR", {
     if idx > 0 and self.milestones[idx] == self.last_epoch then s:step(0) else s:step() end
     self._last_lr = s:get_last_lr()
   end,
-  state_dict = function(self)
-    local sd = LRScheduler.state_dict(self)
-    sd._schedulers = {}
-    for i, s in ipairs(self.schedulers) do sd._schedulers[i] = s:state_dict() end
-    return sd
-  end,
-  load_state_dict = function(self, sd)
-    if type(sd) == "table" and (type(sd._schedulers) ~= "table" or #sd._schedulers ~= #self.schedulers) then
-      fail(string.format("SequentialLR: load_state_dict: '_schedulers' must be a table of %d scheduler states, " ..
-        "got %s", #self.schedulers, type(sd._schedulers) == "table" and string.format("%d", #sd._schedulers) or
-        fmt(sd._schedulers)))
-    end
-    LRScheduler.load_state_dict(self, sd)
-    for i, s in ipairs(self.schedulers) do s:load_state_dict(sd._schedulers[i]) end
-  end,
+  state_dict = schedules_state_dict,
+  load_state_dict = schedules_load_state_dict,
 })
 
 do   -- SequentialLR(optimizer, schedulers, milestones), PyTorch's positional form, too
@@ -835,6 +839,7 @@ M.ReduceLROnPlateau = LRScheduler.class("ReduceLROnPlateau", {
 -- The checks and helpers lr_scheduler_extra.lua shares with the classes here.
 M._helpers = { positive_integer = positive_integer, number = number, at_least_zero = at_least_zero,
                per_group = per_group, copy = copy, fmt = fmt, anneal = anneal,
-               need_scheduler_list = need_scheduler_list, scheduler_list = scheduler_list }
+               need_scheduler_list = need_scheduler_list, scheduler_list = scheduler_list,
+               schedules_state_dict = schedules_state_dict, schedules_load_state_dict = schedules_load_state_dict }
 
 return M

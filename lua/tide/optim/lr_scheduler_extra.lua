@@ -242,21 +242,8 @@ L.ChainedScheduler = LRScheduler.class("ChainedScheduler", {
     for _, s in ipairs(self.schedulers) do chain_step(s, s.last_epoch + 1) end
     self._last_lr = self.schedulers[#self.schedulers]:get_last_lr()
   end,
-  state_dict = function(self)
-    local sd = LRScheduler.state_dict(self)
-    sd._schedulers = {}
-    for i, s in ipairs(self.schedulers) do sd._schedulers[i] = s:state_dict() end
-    return sd
-  end,
-  load_state_dict = function(self, sd)
-    if type(sd) == "table" and (type(sd._schedulers) ~= "table" or #sd._schedulers ~= #self.schedulers) then
-      fail(string.format("ChainedScheduler: load_state_dict: '_schedulers' must be a table of %d scheduler " ..
-        "states, got %s", #self.schedulers, type(sd._schedulers) == "table" and
-        string.format("%d", #sd._schedulers) or fmt(sd._schedulers)))
-    end
-    LRScheduler.load_state_dict(self, sd)
-    for i, s in ipairs(self.schedulers) do s:load_state_dict(sd._schedulers[i]) end
-  end,
+  state_dict = h.schedules_state_dict,
+  load_state_dict = h.schedules_load_state_dict,
 })
 
 do   -- ChainedScheduler(schedulers [, optimizer]), PyTorch's argument order
