@@ -595,9 +595,7 @@ static tide_tensor * g_arange(tide_grad_ctx * c, int64_t n, int64_t step, tide_d
  * strides at offset, as a 1-d int64 tensor in the view's element order. */
 static tide_tensor * positions(tide_grad_ctx * c, int32_t nd, const int64_t * sizes, const int64_t * strides,
                                int64_t offset, tide_device dev) {
-    tide_tensor * pos = g_keep(c, tide_tensor_scalar_on(0, TIDE_DTYPE_I64, dev));
-    NEED(pos);
-    pos = g_call(c, TIDE_OP_add, 2, pos, g_num(c, (double)offset), NULL, NULL);
+    tide_tensor * pos = g_keep(c, tide_tensor_scalar_on((double)offset, TIDE_DTYPE_I64, dev));
     for (int32_t d = 0; d < nd; d++) {
         int64_t shape[TIDE_MAX_DIMS];
         for (int32_t k = 0; k < nd; k++) shape[k] = k == d ? sizes[d] : 1;
