@@ -508,7 +508,6 @@ SolvePlan solve_plan(const tide_devcall * c) {
     return p;
 }
 
-/* As the CPU's, a singular A is an error even where B has no columns. */
 /* A matrix holding NaN: cuSOLVER's getrf may pivot around it (a solve of
  * [[1, NaN], [NaN, 2]] gave 1 on an H100), where LAPACK's gives NaN. flag[b]:
  * matrix b (nn elements) holds a NaN; its info is cleared so no report calls it
@@ -530,6 +529,65 @@ template <typename T> __global__ void nan_fill_kernel(const int * flag, T * x, i
         x[i] = (T)NAN;
 }
 
+/* Where A was factored as A^T (p.trans), a failure names A^T's zero pivot;
+ * LAPACK's, and the CPU's, is A's own. A matrix whose info says it failed is
+ * read again from A as itself and factored here (unblocked, partial pivoting,
+ * the first of equal magnitudes as i?amax) as far as its first zero pivot,
+ * which its info then names. A block per matrix; only failed ones work, and
+ * their factors, in a, are not used (the op fails). */
+template <typename T>
+__global__ void __launch_bounds__(THREADS) own_pivot_kernel(Shape batch, Src src, T * a, int * info, int64_t n) {
+    __shared__ T       best[THREADS];
+    __shared__ int64_t at[THREADS];
+    const int          t = threadIdx.x;
+    for (int64_t b = blockIdx.x; b < batch.nelem; b += gridDim.x) {
+        if (info[b] <= 0) continue;   /* the same for the whole block */
+        T *     m = a + b * n * n;    /* column-major: (i, j) at m[i + j * n] */
+        int64_t off;
+        offsets_of<1, uint64_t>(batch, &src.o, (uint64_t)b, &off);
+        for (int64_t x = t; x < n * n; x += blockDim.x)
+            m[x] = load_as<T>(src.o.data, src.o.dtype, off + (x % n) * src.rs + (x / n) * src.cs);
+        __syncthreads();
+        for (int64_t j = 0; j < n; j++) {
+            T       bv = -1;
+            int64_t bi = -1;
+            for (int64_t i = j + t; i < n; i += blockDim.x) {
+                T v = m[i + j * n] < 0 ? -m[i + j * n] : m[i + j * n];
+                if (v > bv) bv = v, bi = i;
+            }
+            best[t] = bv, at[t] = bi;
+            __syncthreads();
+            for (int h = blockDim.x / 2; h > 0; h >>= 1) {
+                if (t < h && at[t + h] >= 0 &&
+                    (best[t + h] > best[t] || (best[t + h] == best[t] && (at[t] < 0 || at[t + h] < at[t]))))
+                    best[t] = best[t + h], at[t] = at[t + h];
+                __syncthreads();
+            }
+            int64_t pr = at[0];
+            T       pv = pr >= 0 ? m[pr + j * n] : (T)0;
+            __syncthreads();
+            if (pv == 0) {
+                if (t == 0) info[b] = (int)(j + 1);
+                break;
+            }
+            for (int64_t q = t; q < n && pr != j; q += blockDim.x) {
+                T r = m[j + q * n];
+                m[j + q * n] = m[pr + q * n], m[pr + q * n] = r;
+            }
+            __syncthreads();
+            for (int64_t i = j + 1 + t; i < n; i += blockDim.x) m[i + j * n] /= pv;
+            __syncthreads();
+            int64_t r = n - j - 1;
+            for (int64_t x = t; x < r * r; x += blockDim.x) {
+                int64_t i = j + 1 + x % r, q = j + 1 + x / r;
+                m[i + q * n] -= m[i + j * n] * m[j + q * n];
+            }
+            __syncthreads();
+        }
+    }
+}
+
+/* As the CPU's, a singular A is an error even where B has no columns. */
 template <typename T> int solve(const tide_devcall * c) {
     SolvePlan p = solve_plan(c);
     int64_t   n = p.n, k = p.k;
@@ -572,6 +630,9 @@ template <typename T> int solve(const tide_devcall * c) {
         if (st != CUSOLVER_STATUS_SUCCESS) return dn_fail<T>(c, "cusolverDn%cgetrs", st);
         nan_fill_kernel<T><<<blocks_for(n * k), THREADS, 0, stream>>>(flag + i, bw + b * n * k, n * k);
     }
+    if (p.trans && p.ab.nelem > 0)
+        own_pivot_kernel<T><<<(unsigned)(p.ab.nelem < 1024 ? p.ab.nelem : 1024), THREADS, 0, stream>>>(
+            p.ab, src_of(c->in[0], p.ab), aw, info, n);
     if (int rc = report(c, info, p.ob, p.amap, cv.at<tide_devreport>(rep_at))) return rc;
     unpack(c, dst_of(c->out[0], n, k), colmajor<T>(bw, n, k));
     return launched(c);

@@ -272,10 +272,11 @@ int k_searchsorted(const tide_devcall * c) {
     if (out.nelem == 0) return TIDE_DEVAPI_OK;
     Shape       sh = shape_of(out);
     Operands<3> ops;
-    ops.o[0] = operand(seq, sh);
-    if (seq.ndim == 1) {
-        for (int32_t d = 0; d < TIDE_MAX_DIMS; d++) ops.o[0].strides[d] = 0;
+    if (seq.ndim == 1) {   /* one row for every value, of any shape (0-d too, which operand() cannot take) */
+        ops.o[0]      = Operand{};
+        ops.o[0].data = seq.data, ops.o[0].dtype = seq.dtype;
     } else {
+        ops.o[0]                      = operand(seq, sh);
         ops.o[0].strides[sh.ndim - 1] = 0;   /* the row's start; its elements go by ss */
     }
     ops.o[1] = operand(v, sh);
