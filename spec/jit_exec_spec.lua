@@ -85,7 +85,8 @@ describe("jit replay as one task", function()
     local expect = (x:matmul(w) + 1):relu():totable()
     local xt = x:t():contiguous():t()                            -- not contiguous: node by node
     assert.is_false(xt:is_contiguous())
-    assert.are.same(expect, f(xt):totable())
+    -- eager on the same layout: a device's product may round another layout otherwise
+    assert.are.same((xt:matmul(w) + 1):relu():totable(), f(xt):totable())
     assert.are.same((w:matmul(w) + 1):relu():totable(), f(w):totable())   -- shares memory with a captured tensor
     assert.are.same(expect, f(x):totable())
   end)
