@@ -29,7 +29,8 @@ describe("embedding", function()
   end
   local prefix = os.tmpname()
   os.remove(prefix)
-  local pc = "PKG_CONFIG_PATH=" .. prefix .. "/lib/pkgconfig pkg-config"
+  -- the prefix first, the caller's path after it (where LuaJIT's own .pc may be: tools/gpu-carry)
+  local pc = "PKG_CONFIG_PATH=" .. prefix .. "/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH} pkg-config"
   teardown(function() os.execute("rm -rf " .. prefix) end)
 
   local C_API_OUT = table.concat({

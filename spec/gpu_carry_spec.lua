@@ -37,6 +37,8 @@ describe("tools/gpu-carry", function()
     assert.truthy(out:find('export PATH="' .. root .. '/usr/bin:', 1, true), out)
     assert.truthy(out:find(root .. "/usr/lib/x86_64-linux-gnu/openblas-pthread", 1, true), out)
     assert.truthy(out:find('export LUA_PATH="' .. root .. "/usr/share/lua/5.1/?.lua;", 1, true), out)
+    -- the linker finds a carried library a static link names (-lcjson), with no -L
+    assert.truthy(out:find('export LIBRARY_PATH="' .. root .. "/usr/lib/x86_64-linux-gnu", 1, true), out)
     -- libz.so dangled: it is the machine's libz.so.1 now, and libz.a (not
     -- position-independent, so no shared library links it) is gone
     local lib = root .. "/usr/lib/x86_64-linux-gnu"
