@@ -53,6 +53,37 @@ describe("tide.cuda", function()
     os.remove(script)
   end)
 
+  it("runs queued device work at exit before the teardown that a kernel's library registered", function()
+    -- cuBLAS registers its teardown in its first GEMM, after libtide registered the
+    -- engine's drain; the fake backend does so in its first matmul when told to, and
+    -- exits with 86 when a kernel launches after the teardown ran
+    local fake = (os.getenv("TIDE_LIBRARY") or ""):match("^(.*/)libtide%.so$")
+    local h = fake and io.open(fake .. "libtide_fakecuda.so")
+    if not h then
+      print("\nskipped the exit drain: no libtide_fakecuda.so beside $TIDE_LIBRARY")
+      return
+    end
+    h:close()
+    local script = os.tmpname()
+    local f = assert(io.open(script, "w"))
+    f:write([[
+      local tide = require("tide")
+      local a = tide.randn(384, 384, { device = "cuda:0" })
+      a:matmul(a):wait()               -- the first product: the library starts
+      local b
+      for _ = 1, 40 do b = a:matmul(a) end
+      io.stdout:write("queued\n")
+      os.exit(0)                       -- exit() with the products still queued
+    ]])
+    f:close()
+    local p = assert(io.popen("env -u TIDE_DEFAULT_DEVICE -u TIDE_FAKE_DEVICES TIDE_FAKE_TEARDOWN_AFTER=matmul "
+      .. "TIDE_CUDA_LIBRARY='" .. fake .. "libtide_fakecuda.so' luajit " .. script .. " 2>&1; echo rc=$?"))
+    local out = p:read("*a")
+    p:close()
+    os.remove(script)
+    assert.are.equal("queued\nrc=0\n", out)
+  end)
+
   it("says what each CUDA device is: name, memory, compute capability", function()
     assert.has_error(function() tide.cuda.get_device_properties("cpu") end,
       "tide.cuda.get_device_properties: expected a CUDA device (N or 'cuda:N'), got 'cpu'")

@@ -548,9 +548,11 @@ tide_tensor * tide_graph_check_copy(tide_graph * c, tide_tensor * t);
  * first wait (tide_tensor_wait and the reads that wait) or op call that meets
  * its result or anything computed from it, else by the next tide_sync(), which
  * also drops the other unreported failures (of the first eight it keeps).
- * A host should call it before exit() when CUDA work may be queued: exit's
- * handlers can tear down cuBLAS state a queued product still needs (the
- * `tide` program does; libtide's own exit-time drain may run too late). */
+ * At exit, libtide runs queued work before the exit handlers that the CUDA
+ * libraries its kernels started (cuBLAS, cuDNN, cuSOLVER) registered; work
+ * queued from another exit handler, or under a library a host started itself
+ * after libtide's last kernel launch, is the host's to wait for: calling
+ * tide_sync() before exit() is the sure way (the `tide` program does). */
 tide_status tide_sync(void);
 /* 1: every op runs at once, in order, on the calling thread, and its error is
  * returned by the call that enqueued it (for debugging, like

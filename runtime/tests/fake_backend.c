@@ -8,8 +8,36 @@
  * backend's copies, as it would a GPU's.
  *
  * TIDE_FAKE_DEVICES: how many devices it reports (1 by default).
- * TIDE_FAKE_MEMORY_MB: each device's memory (4096 by default). */
+ * TIDE_FAKE_MEMORY_MB: each device's memory (4096 by default).
+ * TIDE_FAKE_TEARDOWN_AFTER: an op's name: its first kernel call registers an
+ * exit handler that tears the "library" down, as cuBLAS's first GEMM does;
+ * a kernel launched after that exits the process with status 86 and says so
+ * (libtide must drain its queued work before such handlers run). */
 #include "fake_device.h"
+
+#include <stdatomic.h>
+#include <unistd.h>
+
+static const char * teardown_op;
+static atomic_int   torn_down, teardown_registered;
+static tide_devapi  api;
+
+static void teardown(void) { atomic_store(&torn_down, 1); }
+
+static int lazy_library_kernel(const tide_devcall * d) {
+    if (atomic_load(&torn_down)) {
+        fprintf(stderr, "fake: %s launched after the library was torn down at exit\n", d->op);
+        fflush(stderr);
+        _exit(86);
+    }
+    int rc = fake_kernel_run(d);
+    if (strcmp(d->op, teardown_op) == 0 && !atomic_exchange(&teardown_registered, 1)) atexit(teardown);
+    return rc;
+}
+
+static tide_devkernel_fn lazy_library_kernel_of(const char * op) {
+    return fake_kernel(op) ? lazy_library_kernel : NULL;
+}
 
 __attribute__((visibility("default"))) const tide_devapi * tide_cuda_backend_api(int32_t version);
 
@@ -18,5 +46,9 @@ const tide_devapi * tide_cuda_backend_api(int32_t version) {
     fake.autorun   = 1;   /* work is done when it is launched: no test drives it here */
     fake.n_devices = n && atoi(n) > 0 ? atoi(n) : 1;
     fake.capacity  = (size_t)(mb && atoll(mb) > 0 ? atoll(mb) : 4096) << 20;
-    return version == TIDE_DEVAPI_VERSION ? &fake_api : NULL;
+    if (version != TIDE_DEVAPI_VERSION) return NULL;
+    api         = fake_api;
+    teardown_op = getenv("TIDE_FAKE_TEARDOWN_AFTER");
+    if (teardown_op && *teardown_op) api.kernel = lazy_library_kernel_of;
+    return &api;
 }

@@ -38,6 +38,8 @@ TIDE_INTERNAL tide_status tide_last_status(void);
 /* -- allocator (core/alloc.c) ----------------------------------------------- */
 
 enum { TIDE_ALIGN = 64 };
+/* More registry ops than this: raise it (devcall.c keeps a word per op). */
+enum { TIDE_OPS_MAX = 1024 };
 
 /* 64-byte aligned host memory from the caching allocator; NULL when out of memory. */
 TIDE_INTERNAL void * tide_host_alloc(size_t nbytes, size_t * capacity);

@@ -11,6 +11,7 @@
 #include "cuda_loader.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -219,6 +220,23 @@ static void to_dev(const tide_tensor * t, tide_devtensor * d) {
 
 static tide_status launch(tide_opcall * c, tide_cuda_held * held, void ** dev_report, const void * rng_at);
 
+/* Exit handlers run in the reverse order of their registration. The libraries
+ * kernels call (cuBLAS and cuBLASLt, cuDNN, cuSOLVER) set themselves up
+ * lazily, in a kernel's first call, and may register their teardown there,
+ * after libtide registered the engine's drain: at exit, work still queued then
+ * ran on torn-down state (seen on an H100: cublasGemmEx in cuBLASLt's
+ * heuristics during exit(), from a product queued when a script ended). So
+ * after the first launch of each op for each dtype, the drain is registered
+ * again, and runs before whatever that launch registered. */
+static _Atomic uint32_t launched_once[TIDE_OPS_MAX];   /* bit d: the op ran with outputs of dtype d */
+
+static void drain_after_first_launch(int32_t op, int32_t dtype) {
+    if (op < 0 || op >= TIDE_OPS_MAX || dtype < 0 || dtype >= 32) return;
+    uint32_t bit = 1u << dtype;
+    if (atomic_load_explicit(&launched_once[op], memory_order_relaxed) & bit) return;
+    if (!(atomic_fetch_or(&launched_once[op], bit) & bit)) atexit(tide_engine_drain_at_exit);
+}
+
 tide_status tide_cuda_launch(tide_opcall * c) { return launch(c, NULL, NULL, NULL); }
 
 tide_status tide_cuda_launch_held(tide_opcall * c, tide_cuda_held * held, void ** dev_report, const void * rng_at) {
@@ -257,6 +275,7 @@ static tide_status launch(tide_opcall * c, tide_cuda_held * held, void ** dev_re
     c->dev_report  = NULL;
 
     int rc = fn(&d);
+    drain_after_first_launch(c->op, c->out[0]->dtype_id);
     if (!held)   /* else the graph's, for its life: its runs use them again */
         for (int32_t i = 0; i < sc.n; i++) tide_devalloc_free(alloc, sc.blocks[i]);
     if (rc == TIDE_DEVAPI_OK) return TIDE_OK;

@@ -115,6 +115,7 @@ static const op_entry ops[] = {
 };
 
 enum { N_OPS = sizeof ops / sizeof ops[0] };
+_Static_assert((int)N_OPS <= (int)TIDE_OPS_MAX, "more ops than TIDE_OPS_MAX");
 
 int32_t tide_op_count(void) { return N_OPS; }
 
