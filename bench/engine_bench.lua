@@ -1,6 +1,7 @@
 -- engine_bench.lua: the asynchronous engine, each figure next to its reference
 -- measured in the same run.
---   (a) eager cost per op on 1-element tensors, and enqueue-to-completion time
+--   (a) eager cost per op on 1-element tensors, and enqueue-to-completion time;
+--       a creation op naming its device next to one on the default device
 --   (b) ten rounds of "make a 1000x1000 random matrix and multiply it by itself":
 --       enqueue alone, then with tide.sync(), next to NumPy's loop when python3
 --       has NumPy
@@ -42,6 +43,17 @@ do
   local chain = (now() - t1) / 1000 * 1e9
   print(string.format("(a) eager op on 1-element tensors: %.0f ns (target < 500; Torch7 ~440 synchronous)", per))
   print(string.format("    a chain of dependent ops, enqueue to completion: %.0f ns per op", chain))
+  -- naming the device costs parsing its name (it once read /sys for the CPU count: 25 us)
+  local function per_call(f)
+    for _ = 1, 1e4 do f() end
+    tide.sync()
+    local t = now()
+    for _ = 1, 1e5 do f() end
+    return (now() - t) / 1e5 * 1e9
+  end
+  local named = per_call(function() return tide.randn(1, { device = "cpu" }) end)
+  local plain = per_call(function() return tide.randn(1) end)
+  print(string.format("    randn(1, {device = 'cpu'}): %.0f ns, randn(1) on the default device: %.0f ns", named, plain))
 end
 
 -- (b) -------------------------------------------------------------------------------

@@ -267,9 +267,17 @@ __attribute__((constructor)) static void engine_init(void) {
 
 int32_t tide_engine_busy_workers(void) { return atomic_load_explicit(&busy, memory_order_relaxed); }
 
+/* Counted once: sysconf reads /sys on each call (about 10 us, and every
+ * parse of a device name asks), and the CPU devices must not change while
+ * tensors live on them. */
 int32_t tide_engine_cpu_queues(void) {
+    static atomic_int queues;
+    int32_t q = atomic_load_explicit(&queues, memory_order_relaxed);
+    if (q) return q;
     long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 2 ? 2 : n > CPU_QUEUES - 1 ? CPU_QUEUES - 1 : (int32_t)n;
+    q      = n < 2 ? 2 : n > CPU_QUEUES - 1 ? CPU_QUEUES - 1 : (int32_t)n;
+    atomic_store_explicit(&queues, q, memory_order_relaxed);
+    return q;
 }
 
 static bool is_sync(void) {
