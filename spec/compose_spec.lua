@@ -489,10 +489,13 @@ describe("tide.compose", function()
       local big = tide.full({ 2 }, 2 ^ 60, "int64") + tide.tensor({ 1, -1 }, "int64")   -- 2^60 + 1, 2^60 - 1
       H.equal(tide.floor_divide(big, 1) - big, { 0, 0 })
       H.equal(tide.floor_divide(big, 3) * 3 + tide.remainder(big, 3) - big, { 0, 0 })
-      -- integers by 0 give 0 (as fmod and remainder; PyTorch's CPU raises), INT_MIN // -1 wraps
-      H.equal(I({ 5, -5 }):floor_divide(0), { 0, 0 })
+      -- integers by 0 raise (as fmod and remainder, and PyTorch), INT_MIN // -1 wraps
+      assert.has_error(H.sync(function() return I({ 5, -5 }):floor_divide(0) end), "floor_divide: integer division by zero")
       H.equal(tide.tensor({ -2147483648 }, "int32"):floor_divide(-1), { -2147483648 })
-      H.equal(tide.floor_divide(tide.tensor({ 7, 200 }, "uint8"), tide.tensor({ 2, 0 }, "uint8")), { 3, 0 })
+      H.equal(tide.floor_divide(tide.tensor({ 7, 200 }, "uint8"), tide.tensor({ 2, 5 }, "uint8")), { 3, 40 })
+      assert.has_error(H.sync(function()
+        return tide.floor_divide(tide.tensor({ 7, 200 }, "uint8"), tide.tensor({ 2, 0 }, "uint8"))
+      end), "floor_divide: integer division by zero: element 2 of the divisor is 0")
     end)
 
     it("div takes PyTorch's rounding_mode, as a string or an option", function()

@@ -493,7 +493,26 @@ describe("elementwise arithmetic", function()
     H.equal(tide.tensor({ 250 }, "uint8") + tide.tensor({ 10 }, "uint8"), { 4 })
     H.equal(tide.tensor({ 7, -7 }, "int64") % 3, { 1, 2 })
     H.equal(tide.tensor({ 2, 3 }, "int64") ^ tide.tensor({ 10, 3 }, "int64"), { 1024, 27 })
-    H.equal(tide.tensor({ 5 }, "int32") % 0, { 0 })
+  end)
+
+  it("raises for an integer division by zero, as PyTorch, in any layout of the divisor", function()
+    local a = tide.tensor({ { 7, -7, 9 }, { 1, 2, 3 } }, "int64")
+    assert.has_error(H.sync(function() return tide.tensor({ 5 }, "int32") % 0 end),
+      "remainder: integer division by zero")
+    -- the one zero in a transposed divisor, and in a row broadcast over a's rows
+    local d = tide.tensor({ { 1, 3 }, { 2, 0 }, { 5, 4 } }, "int64"):t()
+    assert.is_false(d:is_contiguous())
+    assert.has_error(H.sync(function() return a:fmod(d) end),
+      "fmod: integer division by zero: element 5 of the divisor is 0")
+    assert.has_error(H.sync(function() return a:floor_divide(tide.tensor({ 1, 0, 1 }, "int32")) end),
+      "floor_divide: integer division by zero: element 2 of the divisor is 0")
+    assert.has_error(H.sync(function() return a:clone():remainder_(tide.tensor({ { 0 }, { 1 } }, "int64")) end),
+      "remainder: integer division by zero: element 1 of the divisor is 0")
+    -- no zero, an empty result, and floats (NaN, as PyTorch): no error
+    H.equal(a:remainder(tide.tensor({ 4, -4, 5 }, "int64")), { { 3, -3, 4 }, { 1, -2, 3 } })
+    assert.are.same({ 0, 3 }, tide.zeros(0, 3, "int64"):floor_divide(tide.zeros(3, "int64")):shape())
+    local nan = tide.tensor({ 1, 2 }):fmod(0):totable()
+    assert.is_true(nan[1] ~= nan[1] and nan[2] ~= nan[2])
   end)
 
   it("has in-place variants that keep the destination's dtype", function()

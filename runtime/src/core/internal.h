@@ -345,6 +345,10 @@ TIDE_INTERNAL int32_t tide_engine_busy_workers(void);
  * registers it at load; the CUDA backend registers it again once the CUDA
  * runtime is up (cuda_loader.c), so that it also runs before that is torn down. */
 TIDE_INTERNAL void tide_engine_drain_at_exit(void);
+/* "op: integer division by zero: element <at + 1> of the divisor is 0" (row-major), or
+ * without the element for a 0-d divisor or a number (at < 0), and " (on cuda:N)" where cuda_dev >= 0:
+ * the CPU kernels' error and a device's report (binary.c). */
+TIDE_INTERNAL tide_status tide_zero_divisor_error(const char * op, int64_t at, int32_t cuda_dev);
 /* CPU execution queues besides the default one (cpu:0 .. cpu:N-1). */
 TIDE_INTERNAL int32_t tide_engine_cpu_queues(void);
 

@@ -556,6 +556,59 @@ template <unsigned A, int32_t OP> int k_heavy(const tide_devcall * c) {
     return ew<A>(c, Heavy{OP}, in);
 }
 
+/* Integer division by zero is the op's error, as on the CPU (binary.c): before
+ * the op runs, the divisor's first zero (row-major) goes to the call's report. */
+template <typename I>
+__global__ void __launch_bounds__(THREADS)
+    find_zero(const __grid_constant__ Shape shape, const __grid_constant__ Operands<1> d, unsigned long long * first) {
+    uint64_t step = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (uint64_t)shape.nelem; i += step) {
+        int64_t off;
+        offsets<1, I>(shape, d.o, (I)i, &off);
+        if (read<int64_t>(d.o[0], off) == 0) atomicMin(first, (unsigned long long)i);
+    }
+}
+
+/* value: the element, or -1 for a 0-d divisor (the CPU's message names none) */
+__global__ void report_zero(const unsigned long long * first, bool dim0, tide_devreport * r) {
+    r->code = TIDE_DEVREPORT_NONE;
+    if (*first == ~0ull) return;
+    r->code  = TIDE_DEVREPORT_ZERO_DIVISOR;
+    r->value = dim0 ? -1 : (int64_t)*first;
+}
+
+int check_divisor(const tide_devcall * c) {
+    int32_t dt = c->compute_dtype;
+    if (dt == TIDE_DTYPE_F32 || dt == TIDE_DTYPE_F64 || dt == TIDE_DTYPE_F16 || dt == TIDE_DTYPE_BF16 ||
+        c->out[0].nelem == 0)
+        return TIDE_DEVAPI_OK;
+    const tide_devtensor & d = c->in[1];
+    if (!d.data)   /* a host number */
+        return d.value == 0 ? set_error(TIDE_DEVAPI_ERROR, "%s: integer division by zero", c->op)
+                            : TIDE_DEVAPI_OK;
+    cudaStream_t st = (cudaStream_t)c->stream;
+    Shape        ds = shape_of(d);
+    Operands<1>  dop;
+    dop.o[0] = operand(d, ds);
+    coalesce(ds, dop.o, 1);   /* keeps the row-major order of the elements */
+    auto *           first  = (unsigned long long *)c->scratch(c->scratch_ctx, sizeof(unsigned long long));
+    auto *           dev_r  = (tide_devreport *)c->scratch(c->scratch_ctx, sizeof(tide_devreport));
+    tide_devreport * host_r = first && dev_r ? c->report(c->scratch_ctx) : nullptr;
+    if (!host_r) return TIDE_DEVAPI_OOM;
+    cudaError_t err = cudaMemsetAsync(first, 0xff, sizeof *first, st);   /* ~0: none found */
+    if (err != cudaSuccess) return fail(err, "integer division: cudaMemsetAsync");
+    if (ds.nelem <= (int64_t)UINT32_MAX) find_zero<uint32_t><<<blocks_for(ds.nelem), THREADS, 0, st>>>(ds, dop, first);
+    else find_zero<uint64_t><<<blocks_for(ds.nelem), THREADS, 0, st>>>(ds, dop, first);
+    report_zero<<<1, 1, 0, st>>>(first, d.ndim == 0, dev_r);
+    err = cudaMemcpyAsync(host_r, dev_r, sizeof *host_r, cudaMemcpyDefault, st);
+    return err == cudaSuccess ? TIDE_DEVAPI_OK : fail(err, "integer division: cudaMemcpyAsync");
+}
+
+template <unsigned A, int32_t OP> int k_dividing(const tide_devcall * c) {
+    if (int rc = check_divisor(c)) return rc;
+    return k_heavy<A, OP>(c);
+}
+
 int k_gelu_backward(const tide_devcall * c) {
     const tide_devtensor * in[] = {&c->in[0], &c->in[1]};
     return ew<A_FLOAT>(c, Heavy{c->p.flags & 1 ? GELU_TANH_GRAD : GELU_GRAD}, in);
@@ -1031,9 +1084,9 @@ const kernel_entry ew_kernels[] = {
     {"maximum", k_arith<A_ALL, MAXIMUM>},
     {"minimum", k_arith<A_ALL, MINIMUM>},
     {"pow", k_heavy<A_NUM, POW>},
-    {"fmod", k_heavy<A_NUM, FMOD>},
-    {"floor_divide", k_heavy<A_NUM, FLOOR_DIVIDE>},
-    {"remainder", k_heavy<A_NUM, REMAINDER>},
+    {"fmod", k_dividing<A_NUM, FMOD>},
+    {"floor_divide", k_dividing<A_NUM, FLOOR_DIVIDE>},
+    {"remainder", k_dividing<A_NUM, REMAINDER>},
     {"atan2", k_heavy<A_FLOAT, ATAN2>},
     {"gelu_backward", k_gelu_backward},
     {"eq", k_cmp<EQ>},

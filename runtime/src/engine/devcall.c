@@ -112,6 +112,7 @@ tide_status tide_cuda_raise_report(const char * op, int32_t dev, tide_devreport 
         return tide_error_set(TIDE_E_INDEX, "%s: index %lld is out of range for an input plane of %lldx%lld (on cuda:%d)",
                               op, (long long)got.value, (long long)got.bound, (long long)got.width, dev);
     case TIDE_DEVREPORT_LINALG: return tide_linalg_error(op, got.value, got.bound, got.width, dev);
+    case TIDE_DEVREPORT_ZERO_DIVISOR: return tide_zero_divisor_error(op, got.value, dev);
     case TIDE_DEVREPORT_PROBABILITY:
         return tide_error_set(TIDE_E_VALUE, "%s: probability %g is outside [0, 1] (on cuda:%d)", op, got.real, dev);
     default:

@@ -65,6 +65,8 @@ enum {
     TIDE_DEVREPORT_PLANE = 4,        /* "op: index <value> is out of range for an input plane of <bound>x<width>" */
     TIDE_DEVREPORT_LINALG = 5,       /* a factorisation failed: value its info (> 0), bound the batch element
                                       * (0-based), width the batch size (0: no batch dims); tide_linalg_error */
+    TIDE_DEVREPORT_ZERO_DIVISOR = 6, /* an integer division by zero: value the divisor's first zero (row-major,
+                                      * 0-based); tide_zero_divisor_error */
 };
 
 /* One op of the registry (runtime/src/ops/ops.def) as libtide hands it to a

@@ -9,6 +9,8 @@
 #include "kernels.h"
 #include "shared.h"
 
+#include <stdio.h>
+
 /* -- loop generators ------------------------------------------------------------------------ */
 
 /* A loop for one dtype: `T` the compute type, `O` the output type, EXPR over a, b. */
@@ -108,13 +110,53 @@ tide_status tide_cpu_pow(const tide_opcall * c) {
     return tide_ew_run(c, tide_loops_pow, -1);
 }
 
-/* fmod and remainder of integers by zero are 0 (PyTorch raises; a kernel must not trap). */
+/* Integer division by zero is the op's error, as in PyTorch, never a value: the
+ * divisor is scanned before the loops run (its own elements: each one is used
+ * when the result is not empty). The loops still give 0 there, as a kernel
+ * must not trap. */
+static tide_status divisor_has_zero(const tide_opcall * c) {
+    const tide_tensor * b = c->in[1];
+    if (tide_dtype_is_float(c->compute_dtype) || c->out[0]->nelem == 0) return TIDE_OK;
+    const char * base = tide_tensor_ptr(b);
+    size_t       es   = tide_dtype_size(b->dtype_id);
+    bool         dense = tide_tensor_is_contiguous(b);
+    for (int64_t i = 0; i < b->nelem; i++) {
+        int64_t off = i;
+        if (!dense) {   /* the offset of row-major element i */
+            off = 0;
+            for (int64_t d = b->ndim - 1, r = i; d >= 0; d--) {
+                off += (r % b->sizes[d]) * b->strides[d];
+                r /= b->sizes[d];
+            }
+        }
+        if (tide_load_double(base + off * (int64_t)es, b->dtype_id) == 0)
+            return tide_zero_divisor_error(tide_op_name(c->op), b->ndim == 0 ? -1 : i, -1);
+    }
+    return TIDE_OK;
+}
+
+tide_status tide_zero_divisor_error(const char * op, int64_t at, int32_t cuda_dev) {
+    char what[64] = "", dev[32] = "";
+    if (at >= 0) snprintf(what, sizeof what, ": element %lld of the divisor is 0", (long long)at + 1);
+    if (cuda_dev >= 0) snprintf(dev, sizeof dev, " (on cuda:%d)", cuda_dev);
+    return tide_error_set(TIDE_E_VALUE, "%s: integer division by zero%s%s", op, what, dev);
+}
+
+/* An op that divides in[0] by in[1]: the divisor checked first for integers. */
+#define KERNEL_DIVIDING(op, ...)                                               \
+    const tide_ew_loop tide_loops_##op[TIDE_DTYPE_COUNT] = {__VA_ARGS__};      \
+    tide_status tide_cpu_##op(const tide_opcall * c) {                         \
+        TIDE_CHECK(divisor_has_zero(c));                                       \
+        return tide_ew_run(c, tide_loops_##op, -1);                            \
+    }
+
+/* fmod and remainder of integers: by 0 an error (above), by -1 0 (a % -1 could trap). */
 BIN_LOOP(fmod_f32, float, float, fmodf(a, b))
 BIN_LOOP(fmod_f64, double, double, fmod(a, b))
 BIN_LOOP(fmod_i32, int32_t, int32_t, b == 0 ? 0 : b == -1 ? 0 : a % b)
 BIN_LOOP(fmod_i64, int64_t, int64_t, b == 0 ? 0 : b == -1 ? 0 : a % b)
 BIN_LOOP(fmod_u8, uint8_t, uint8_t, b == 0 ? 0 : a % b)
-KERNEL(fmod, LOOPS_F(fmod), LOOPS_I(fmod))
+KERNEL_DIVIDING(fmod, LOOPS_F(fmod), LOOPS_I(fmod))
 
 static inline float remf_(float a, float b) {
     float r = fmodf(a, b);
@@ -129,7 +171,7 @@ static inline int64_t remi_(int64_t a, int64_t b) {
     int64_t r = a % b;
     return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
-/* floor_divide: integers exactly (by 0 gives 0 as fmod does; by -1 negates, wrapping
+/* floor_divide: integers exactly (by 0 an error, above; by -1 negates, wrapping
  * INT_MIN as PyTorch, where a / -1 would trap); floats as PyTorch's div_floor, from
  * fmod so that the quotient of an exact multiple is exact (1 // 0.1 is 9, as Python). */
 static inline int64_t floordivi_(int64_t a, int64_t b) {
@@ -154,12 +196,12 @@ BIN_LOOP(floor_divide_f64, double, double, floordiv_f64(a, b))
 BIN_LOOP(floor_divide_i32, int32_t, int32_t, (int32_t)floordivi_(a, b))
 BIN_LOOP(floor_divide_i64, int64_t, int64_t, floordivi_(a, b))
 BIN_LOOP(floor_divide_u8, uint8_t, uint8_t, b == 0 ? 0 : a / b)
-KERNEL(floor_divide, LOOPS_F(floor_divide), LOOPS_I(floor_divide))
+KERNEL_DIVIDING(floor_divide, LOOPS_F(floor_divide), LOOPS_I(floor_divide))
 
 BIN_LOOP(remainder_f32, float, float, remf_(a, b))
 BIN_LOOP(remainder_f64, double, double, rem_(a, b))
 GEN_I(BIN_LOOP, remainder, remi_(a, b))
-KERNEL(remainder, LOOPS_F(remainder), LOOPS_I(remainder))
+KERNEL_DIVIDING(remainder, LOOPS_F(remainder), LOOPS_I(remainder))
 
 /* maximum/minimum propagate NaN, as PyTorch does: a when it is NaN, else b when the
  * comparison fails. Quiet comparisons (!=, isgreater) and a select with no arithmetic
