@@ -93,12 +93,17 @@ end
 
 local devname = ffi.new("char[32]")
 
--- The device named by opts.device (nil when none is named).
+-- The device named by opts.device (nil when none is named); the names met are
+-- kept parsed (devices do not come and go while Tide runs).
+local parsed = {}
 local function device_of(opts)
   local name = opts and type(opts) == "table" and opts.device
   if name == nil then return nil end
-  local dv = ffi.new("tide_device")
+  local dv = parsed[name]
+  if dv then return dv end
+  dv = ffi.new("tide_device")
   if C.tide_device_parse(name, dv) ~= 0 then raise() end
+  if type(name) == "string" then parsed[name] = dv end
   return dv
 end
 

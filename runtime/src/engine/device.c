@@ -59,6 +59,12 @@ static _Thread_local tide_device default_device = {TIDE_DEVICE_CPU, -1};
 tide_status tide_set_default_device(tide_device dev) {
     if (dev.type != TIDE_DEVICE_CPU && dev.type != TIDE_DEVICE_CUDA)
         return tide_error_set(TIDE_E_DEVICE, "set_default_device: unknown device type %d", dev.type);
+    /* a device that exists, at once (creation ops given a device set it twice a call) */
+    if ((dev.type == TIDE_DEVICE_CPU && dev.index >= -1 && dev.index < tide_engine_cpu_queues()) ||
+        (dev.type == TIDE_DEVICE_CUDA && dev.index >= 0 && dev.index < tide_cuda_device_count())) {
+        default_device = dev;
+        return TIDE_OK;
+    }
     char        name[32];
     tide_device checked;   /* through the name, for the same checks and messages as everywhere */
     TIDE_CHECK(tide_device_parse(tide_device_format(dev, name, sizeof name), &checked));
