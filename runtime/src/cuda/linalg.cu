@@ -523,6 +523,26 @@ __global__ void nan_info_kernel(const int * flag, int * info, int64_t nb) {
     for (int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; b < nb; b += (int64_t)gridDim.x * blockDim.x)
         if (flag[b]) info[b] = 0;
 }
+/* nan_scan_kernel over the triangle of each n x n column-major matrix that
+ * syevd reads (upper: i <= j), as LAPACK reads no other. */
+template <typename T>
+__global__ void nan_scan_tri_kernel(const T * a, int * flag, int64_t nb, int64_t n, bool upper) {
+    for (int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; b < nb; b += (int64_t)gridDim.x * blockDim.x) {
+        int f = 0;
+        for (int64_t j = 0; j < n && !f; j++)
+            for (int64_t i = upper ? 0 : j; i < (upper ? j + 1 : n) && !f; i++) f = isnan(a[b * n * n + j * n + i]);
+        flag[b] = f;
+    }
+}
+/* x: nb blocks of `per` elements; block b's all NaN where flag[b]. */
+template <typename T> __global__ void nan_fill_batch_kernel(const int * flag, T * x, int64_t nb, int64_t per) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nb * per; i += (int64_t)gridDim.x * blockDim.x)
+        if (flag[i / per]) x[i] = (T)NAN;
+}
+template <typename T> void nan_fill_batch(const tide_devcall * c, const int * flag, T * x, int64_t nb, int64_t per) {
+    if (nb * per > 0)
+        nan_fill_batch_kernel<T><<<blocks_for(nb * per), THREADS, 0, (cudaStream_t)c->stream>>>(flag, x, nb, per);
+}
 template <typename T> __global__ void nan_fill_kernel(const int * flag, T * x, int64_t n) {
     if (!*flag) return;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
@@ -812,12 +832,17 @@ template <typename T> int eigh(const tide_devcall * c) {
     Carve  cv;
     size_t a_at = cv.take((size_t)(s.nelem * n * n) * sizeof(T)), w_at = cv.take((size_t)(s.nelem * n) * sizeof(T)),
            sgn_at = cv.take((size_t)(s.nelem * n) * sizeof(T)), info_at = cv.take((size_t)s.nelem * sizeof(int)),
-           rep_at = cv.take(sizeof(tide_devreport));
+           rep_at = cv.take(sizeof(tide_devreport)), flag_at = cv.take((size_t)s.nelem * sizeof(int));
     if (!cv.get(c)) return TIDE_DEVAPI_OOM;
     T *   aw = cv.at<T>(a_at), * w = cv.at<T>(w_at), * sgn = cv.at<T>(sgn_at);
-    int * info  = cv.at<int>(info_at);
+    int * info  = cv.at<int>(info_at), * flag = cv.at<int>(flag_at);
     bool  trans = rows_contiguous(a);
     pack(c, s, src_of(a, s, trans), n, aw);
+    /* A NaN in the triangle read: syevd says it did not converge (an H100), LAPACK's
+     * gives NaN: NaN here too, as solve (above) */
+    if (s.nelem > 0)
+        nan_scan_tri_kernel<T><<<blocks_for(s.nelem), THREADS, 0, (cudaStream_t)c->stream>>>(aw, flag, s.nelem, n,
+                                                                                              upper != trans);
     if (int rc = launched(c)) return rc;
 
     const Routines<T> & r = routines<T>();
@@ -835,7 +860,11 @@ template <typename T> int eigh(const tide_devcall * c) {
         st = r.syevd(dn.h, jobz, uplo, (int)n, aw + b * n * n, (int)n, w + b * n, work, lwork, info + b);
         if (st != CUSOLVER_STATUS_SUCCESS) return dn_fail<T>(c, "cusolverDn%csyevd", st);
     }
+    if (s.nelem > 0)
+        nan_info_kernel<<<blocks_for(s.nelem), THREADS, 0, (cudaStream_t)c->stream>>>(flag, info, s.nelem);
     if (int rc = report(c, info, s, dense_map(s), cv.at<tide_devreport>(rep_at))) return rc;
+    nan_fill_batch<T>(c, flag, w, s.nelem, n);
+    nan_fill_batch<T>(c, flag, aw, s.nelem, n * n);
     Work<T> v = colmajor<T>(aw, n, n);
     signs<T>(c, v, n, n, s.nelem, sgn);
     unpack(c, dst_of(c->out[0], n, 1), vectors<T>(w, n));
@@ -938,12 +967,16 @@ template <typename T> int svd(const tide_devcall * c) {
            vt_at = cv.take(uv ? (size_t)(s.nelem * N * N) * sizeof(T) : 0),
            su_at = cv.take(uv ? (size_t)(s.nelem * ucols) * sizeof(T) : 0),
            sv_at = cv.take(uv ? (size_t)(s.nelem * vrows) * sizeof(T) : 0), rw_at = cv.take((size_t)N * sizeof(T)),
-           info_at = cv.take((size_t)s.nelem * sizeof(int)), rep_at = cv.take(sizeof(tide_devreport));
+           info_at = cv.take((size_t)s.nelem * sizeof(int)), rep_at = cv.take(sizeof(tide_devreport)),
+           flag_at = cv.take((size_t)s.nelem * sizeof(int));
     if (!cv.get(c)) return TIDE_DEVAPI_OOM;
     T *   aw = cv.at<T>(a_at), * sw = cv.at<T>(s_at), * uw = uv ? cv.at<T>(u_at) : nullptr,
         * vtw = uv ? cv.at<T>(vt_at) : nullptr;
-    int * info = cv.at<int>(info_at);
+    int * info = cv.at<int>(info_at), * flag = cv.at<int>(flag_at);
     pack(c, s, src_of(a, s, wide), N, aw);
+    /* A holding NaN: NaN factors, as gesdd's on the CPU (lapack.c), not gesvd's info */
+    if (s.nelem > 0)
+        nan_scan_kernel<T><<<blocks_for(s.nelem), THREADS, 0, (cudaStream_t)c->stream>>>(aw, flag, s.nelem, M * N);
     if (int rc = launched(c)) return rc;
 
     const Routines<T> & r = routines<T>();
@@ -961,7 +994,11 @@ template <typename T> int svd(const tide_devcall * c) {
                      cv.at<T>(rw_at), info + b);
         if (st != CUSOLVER_STATUS_SUCCESS) return dn_fail<T>(c, "cusolverDn%cgesvd", st);
     }
+    if (s.nelem > 0)
+        nan_info_kernel<<<blocks_for(s.nelem), THREADS, 0, (cudaStream_t)c->stream>>>(flag, info, s.nelem);
     if (int rc = report(c, info, s, dense_map(s), cv.at<tide_devreport>(rep_at))) return rc;
+    nan_fill_batch<T>(c, flag, sw, s.nelem, N);
+    if (uv) nan_fill_batch<T>(c, flag, uw, s.nelem, M * ucols_f), nan_fill_batch<T>(c, flag, vtw, s.nelem, N * N);
     unpack(c, dst_of(c->out[1], k, 1), vectors<T>(sw, N));
     if (uv) {
         /* A's U (m x ucols) and Vh (vrows x n) in the work buffers */
