@@ -482,6 +482,18 @@ template <typename T> __device__ inline T f_exp2(T a) { return m_exp2(a); }
 template <typename T> __device__ inline T f_lgamma(T a) { return (T)lgamma((double)a); }
 template <typename T> __device__ inline T f_digamma(T a) { return (T)polygamma_of(0, (double)a); }
 template <typename T> __device__ inline T f_polygamma(T a, long long n) { return (T)polygamma_of(n, (double)a); }
+
+/* v, which the compiler cannot see through. A fused kernel (fuse_cuda.c) knows
+ * polygamma's n when NVRTC compiles it; given as a literal, what depends on it
+ * alone was folded at compile time (pow(pi, n + 1) by the compiler's pow, where
+ * the unfused kernel calls libdevice's): a float64 result one ulp from eager's
+ * on an H100. Through this it is computed at run time, as there. */
+__device__ inline long long tide_opaque_ll(long long v) {
+#ifdef __CUDA_ARCH__
+    asm volatile("mov.b64 %0, %0;" : "+l"(v));
+#endif
+    return v;
+}
 template <typename T> __device__ inline T f_i0(T a) { return (T)bessel_of(0, false, (double)a); }
 template <typename T> __device__ inline T f_i0e(T a) { return (T)bessel_of(0, true, (double)a); }
 template <typename T> __device__ inline T f_i1(T a) { return (T)bessel_of(1, false, (double)a); }

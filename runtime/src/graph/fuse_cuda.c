@@ -191,10 +191,10 @@ int tide_fuse_cuda_source(const tide_fused * f, const int32_t * ext_dtype, uint3
             put_src(&o, st, 0);
             put(&o, ")");
             break;
-        case FORM_POLYGAMMA:   /* f_polygamma(x, n) */
+        case FORM_POLYGAMMA:   /* f_polygamma(x, n), n opaque */
             put(&o, "f_polygamma(");
             put_src(&o, st, 0);
-            put(&o, ", %lldLL)", (long long)p->ints[0]);
+            put(&o, ", tide_opaque_ll(%lldLL))", (long long)p->ints[0]);   /* see ewmath.cuh */
             break;
         case FORM_COPY: put_src(&o, st, 0); break;
         default:
