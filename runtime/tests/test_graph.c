@@ -3,10 +3,13 @@
  * reference, a value read refused during capture, argument checks at replay,
  * queued replays of one graph on different arguments (each bound to its own),
  * independent ops of one wave run at once across the pool, replays from
- * two threads at once (each with its own graph), and views of one tensor
- * that differ in their shape alone kept apart by the passes. */
+ * two threads at once (each with its own graph), views of one tensor
+ * that differ in their shape alone kept apart by the passes, and a graph
+ * released while its node-by-node replay's fused tasks wait. */
 #include "tide.h"
 #include "check.h"
+#include "core/internal.h"
+#include "gate.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -156,7 +159,39 @@ static void views_apart(void) {
     tide_tensor_release(col), tide_tensor_release(e), tide_tensor_release(f), tide_tensor_release(x);
 }
 
+/* A replay node by node (here: a transposed argument) queues tasks that read
+ * the graph's fused chains; a graph released while they wait must stay until
+ * they ran (under ASan, a use after free before ddf291b). The argument's
+ * storage is held by a gated task, so the fused task is pending when the
+ * graph is released. */
+static void released_while_queued(void) {
+    double        d[6] = {0.1, -0.2, 0.3, 0.4, -0.5, 0.6};
+    int64_t       s23[2] = {2, 3};
+    tide_tensor * x = tide_tensor_from_doubles(d, 2, s23, TIDE_DTYPE_F32);
+    tide_tensor * two = tide_tensor_full(0, NULL, 2, TIDE_DTYPE_F32), * one = tide_tensor_full(0, NULL, 1, TIDE_DTYPE_F32);
+    tide_graph *  g = tide_graph_capture_begin();
+    CHECK(g != NULL && tide_graph_add_arg(g, x) == TIDE_OK);
+    tide_tensor * a = op("mul", x, two, NULL), * b = op("tanh", a, NULL, NULL), * y = op("add", b, one, NULL);
+    CHECK(tide_graph_add_output(g, y) == TIDE_OK);
+    tide_tensor_release(a), tide_tensor_release(b), tide_tensor_release(y);
+    CHECK(tide_graph_capture_end(g, NULL, 0) == TIDE_OK);
+    CHECK(tide_graph_optimize(g, TIDE_GRAPH_PASS_ALL, NULL) == TIDE_OK);
+    CHECK(strstr(tide_graph_describe(g), "fused") != NULL);
+    int64_t       s32[2] = {3, 2};
+    tide_tensor * base = tide_tensor_from_doubles(d, 2, s32, TIDE_DTYPE_F32);
+    tide_tensor * xt = tide_tensor_transpose(base, 0, 1), * out = NULL;   /* [2,3], not contiguous */
+    push_gated(base);
+    CHECK(tide_graph_replay(g, &xt, 1, &out) == TIDE_OK);
+    tide_graph_release(g);
+    open_gate();
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++) CHECK(fabs(at(out, i * 3 + j) - (tanh(2 * (float)d[j * 2 + i]) + 1)) < 1e-6);
+    tide_tensor_release(out), tide_tensor_release(xt), tide_tensor_release(base);
+    tide_tensor_release(x), tide_tensor_release(two), tide_tensor_release(one);
+}
+
 int main(void) {
+    released_while_queued();
     views_apart();
     queued_replays();
     parallel_wave();
