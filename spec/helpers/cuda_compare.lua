@@ -73,7 +73,15 @@ function C.same(c, g, what, tol)
     elseif C.EXACT[c:dtype()] or x == math.huge or x == -math.huge then ok = x == y
     else ok = math.abs(x - y) <= tol * math.max(1, math.abs(x)) end
     if not ok then
-      error(("%s: element %d is %.17g on the CPU but %.17g on %s"):format(what, i, x, y, C.DEV), 2)
+      -- the last dim around the element, both devices, for the next run to say why
+      local n = c:dim() > 0 and c:size(-1) or 1
+      local from = i - (i - 1) % n
+      local row = { "", "" }
+      for k = from, math.min(from + n - 1, from + 15) do
+        row[1], row[2] = row[1] .. (" %.9g"):format(a[k]), row[2] .. (" %.9g"):format(b[k])
+      end
+      error(("%s: element %d is %.17g on the CPU but %.17g on %s\n  its row on the CPU:%s\n  on %s:%s")
+        :format(what, i, x, y, C.DEV, row[1], C.DEV, row[2]), 2)
     end
   end
 end
