@@ -203,7 +203,31 @@ describe("autograd.Function", function()
     local many = Function("Many", { forward = function(_, ...) return (...) * 1 end })
     local ins = {}
     for i = 1, 9 do ins[i] = leaf { i } end
-    raises(function() many(unpack(ins)) end, "Many: at most 8 tensor arguments can be differentiated through, got 9")
+    raises(function() many(unpack(ins)) end, "Many: at most 8 tensor arguments that require grad, got 9")
+    -- tensors that need no gradient do not count: 8 leaves and 4 constants, interleaved
+    local Wide = Function("Wide")
+    local needs
+    function Wide.forward(ctx, ...)
+      needs = ctx.needs_input_grad
+      local acc = tide.zeros(1)
+      for i = 1, select("#", ...) do acc = acc + select(i, ...) * i end
+      return acc
+    end
+    function Wide.backward(_, gy)
+      local g = {}
+      for i = 1, 12 do g[i] = gy * i end   -- the constants' are dropped
+      return unpack(g, 1, 12)
+    end
+    local args = {}
+    for i = 1, 12 do args[i] = i % 3 == 0 and tide.tensor({ i }) or leaf { i } end
+    local extra = leaf { 1 }   -- 9 leaves in all: one too many
+    raises(function() Wide(extra, unpack(args, 1, 12)) end, "Wide: at most 8 tensor arguments that require grad, got 9")
+    Wide(unpack(args, 1, 12)):sum():backward()
+    for i = 1, 12 do
+      assert.are.equal(i % 3 ~= 0, needs[i], "needs_input_grad " .. i)
+      if i % 3 ~= 0 then H.close(args[i].grad, { i }, 0, 0) end
+    end
+
     -- the walk still works after the errors
     local z = leaf { 1, 2 }
     Cube(z):sum():backward()

@@ -332,15 +332,14 @@ local function apply(fn, ...)
   if type(fn.forward) ~= "function" then fail(name .. ": forward is not defined (function " .. name .. ".forward(ctx, ...))") end
   local n_args = select("#", ...)
   local ctx = setmetatable({ needs_input_grad = {}, _materialize = true }, ctx_mt)
-  local inputs, where = {}, {}   -- the tensor arguments, and their positions among all arguments
+  -- the node's inputs: the tensor arguments that need a gradient (the others get
+  -- none, so need no edge), and their positions among all arguments
+  local inputs, where = {}, {}
   local grad_on, any = C.tide_autograd_is_enabled() ~= 0, false
   for i = 1, n_args do
     local a = select(i, ...)
-    local needs = false
-    if is_tensor(a) then
-      needs = grad_on and C.tide_tensor_requires_grad(a) ~= 0
-      inputs[#inputs + 1], where[#where + 1] = a, i
-    end
+    local needs = is_tensor(a) and grad_on and C.tide_tensor_requires_grad(a) ~= 0
+    if needs then inputs[#inputs + 1], where[#where + 1] = a, i end
     ctx.needs_input_grad[i] = needs
     any = any or needs
   end
@@ -349,7 +348,7 @@ local function apply(fn, ...)
   keep(M.no_grad(fn.forward, ctx, ...))
   if not any then return unpack(outs, 1, outs.n) end
   if #inputs > C.TIDE_OP_MAX_IN then
-    fail(string.format("%s: at most %d tensor arguments can be differentiated through, got %d", name,
+    fail(string.format("%s: at most %d tensor arguments that require grad, got %d", name,
       tonumber(C.TIDE_OP_MAX_IN), #inputs))
   end
   -- the differentiable outputs, in order; what backward gets a gradient for
@@ -457,8 +456,8 @@ local function_mt = { __call = function(fn, ...) return apply(fn, ...) end }
 -- ctx:set_materialize_grads(false), and any field of your own. Call it as
 -- F(...) or F.apply(...). backward runs as ordinary ops, recorded under
 -- create_graph (so it can be differentiated again), and may itself run a
--- backward of a graph of its own. At most 8 tensor arguments and 4
--- differentiable results.
+-- backward of a graph of its own. At most 8 tensor arguments that require
+-- grad (any number of others) and 4 differentiable results.
 -- @usage local Exp = tide.autograd.Function("Exp")
 -- function Exp.forward(ctx, x) local y = x:exp(); ctx:save_for_backward(y); return y end
 -- function Exp.backward(ctx, gy) local y = unpack(ctx.saved_tensors); return gy * y end
