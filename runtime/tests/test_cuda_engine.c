@@ -425,6 +425,39 @@ static void test_bursts(void) {
     CHECK(tide_sync() == TIDE_OK);
 }
 
+/* Under back-pressure on bytes, a burst whose ready tail is small gets a
+ * callback before that tail, so the host may queue more while the tail runs:
+ * three ops writing 48 MiB each, ready at once, launch with two callbacks
+ * (after the second, and after the last), where small ops take one a burst
+ * (test_bursts). */
+static void test_split_burst(void) {
+    fake.autorun  = 1;
+    size_t room   = fake.capacity;
+    fake.capacity = (size_t)512 << 20;
+    int64_t       n = 12 << 20;   /* 48 MiB of float32 */
+    tide_tensor * x = tide_tensor_full(1, &n, 1.5, TIDE_DTYPE_F32), * d = tide_tensor_to(x, -1, CUDA0, 0);
+    CHECK(tide_sync() == TIDE_OK);
+    atomic_store(&gate_open, 0);
+    tide_engine_task gate = {gate_fn, NULL, 0, NULL, NULL, "gate", 1, NULL, NULL, 0};
+    CHECK(tide_engine_push(&gate, NULL, 0, &d->storage, 1, (tide_device){TIDE_DEVICE_CPU, 0}) == TIDE_OK);
+    tide_tensor * r[3];
+    for (int i = 0; i < 3; i++) r[i] = op1("neg", &d, 1, NULL);   /* 4 ops pending: the pusher does not wait */
+    int64_t callbacks = count_of(&fake.n_callbacks), kernels = count_of(&fake.n_kernels);
+    atomic_store(&gate_open, 1);
+    CHECK(tide_sync() == TIDE_OK);
+    CHECK(count_of(&fake.n_kernels) - kernels == 3);
+    CHECK(count_of(&fake.n_callbacks) - callbacks == 2);
+    for (int i = 0; i < 3; i++) {
+        CHECK(r[i] && at(r[i], n - 1) == -1.5);
+        tide_tensor_release(r[i]);
+    }
+    tide_tensor_release(d);
+    tide_tensor_release(x);
+    CHECK(tide_sync() == TIDE_OK);
+    CHECK(tide_cuda_empty_cache(0) == TIDE_OK);   /* before the device shrinks back */
+    fake.capacity = room;
+}
+
 /* Waits until the fake device has launched n kernels since k0 and has c
  * callbacks since c0 (both counts exact when they settle). */
 static bool launched_with(int64_t k0, int64_t n, int64_t c0, int64_t c) {
@@ -548,6 +581,7 @@ int main(void) {
     test_kernels();
     test_kernel_errors();
     test_bursts();
+    test_split_burst();
     test_inplace_chain();
     test_one_callback_at_a_time();
     test_two_devices();
