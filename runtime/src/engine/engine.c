@@ -666,23 +666,21 @@ static void cover_inflight(devq * q, int32_t k) {
 }
 
 /* Whether to put a callback after the ops just launched on stream k although
- * more are ready (under lock): under back-pressure on bytes, when what is left
- * ready is little enough (at most two ops, or half the byte limit) that the
- * host, which waits until the pending ops are under half the limits, may go
- * on once the ops launched so far are done. One callback after the whole
- * burst told the host only when the device had run all of it, so it queued
- * the next ops to an idle device (a loop of 4096x4096 products: 61-81% of
- * cuBLAS in the reduced precisions on an H100). At least two ops are covered,
- * so the tail of a burst does not get a callback each. */
+ * more are ready (under lock): under back-pressure on bytes, when at most two
+ * ops are left ready, so that the host, which waits until the pending ops are
+ * under half the limits, learns that those launched so far are done while the
+ * tail still runs, and queues more. One callback after the whole burst told
+ * it only when the device had run everything, so it queued the next ops to an
+ * idle device (a loop of 4096x4096 products: 61-81% of cuBLAS in the reduced
+ * precisions on an H100). At least two ops are covered, and at most two
+ * callbacks are out at once, so a deep queue of small ops is not made to stop
+ * the stream more often than every other burst. */
 static bool split_burst(const devq * q, int32_t k) {
-    if (q->n_inflight[k] < 2 || pending_bytes <= MAX_PENDING_BYTES / 2) return false;
-    int32_t n     = 0;
-    int64_t bytes = 0;
-    for (const op * o = q->head; o; o = o->next) {
-        if (++n > 64) return false;
-        bytes += o->held_bytes;
-    }
-    return n <= MIN_PENDING_OPS / 2 || bytes <= MAX_PENDING_BYTES / 2;
+    if (q->n_inflight[k] < 2 || q->n_callbacks[k] > 1 || pending_bytes <= MAX_PENDING_BYTES / 2) return false;
+    int32_t n = 0;
+    for (const op * o = q->head; o; o = o->next)
+        if (++n > MIN_PENDING_OPS / 2) return false;
+    return true;
 }
 
 /* Puts callbacks after the launched ops that need one now (the queue
