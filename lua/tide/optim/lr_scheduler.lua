@@ -236,6 +236,16 @@ local function scheduler_list(name, scheds, optimizer, verb, owner)
   return r
 end
 
+-- A schedule of schedules starts over: each group's lr back at its
+-- initial_lr, which is also each base_lr.
+local function restart_lrs(self)
+  self.base_lrs = {}
+  for i, group in ipairs(self.optimizer.param_groups) do
+    group.lr = group.initial_lr
+    self.base_lrs[i] = group.initial_lr
+  end
+end
+
 local function increasing(name, key, v, lo)
   if type(v) ~= "table" then
     fail(string.format("%s: %s must be a table of increasing integers, got %s", name, key, fmt(v)))
@@ -701,12 +711,7 @@ M.SequentialLR = LRScheduler.class("SequentialLR", {
     end
   end,
   _initial_step = function(self)
-    local groups = self.optimizer.param_groups
-    self.base_lrs = {}
-    for i, group in ipairs(groups) do
-      group.lr = group.initial_lr
-      self.base_lrs[i] = group.initial_lr
-    end
+    restart_lrs(self)
     for _, s in ipairs(self.schedulers) do s.last_epoch = s.last_epoch - 1 end
     local first = self.schedulers[1]
     first._step_count = 0
@@ -839,7 +844,7 @@ M.ReduceLROnPlateau = LRScheduler.class("ReduceLROnPlateau", {
 -- The checks and helpers lr_scheduler_extra.lua shares with the classes here.
 M._helpers = { positive_integer = positive_integer, number = number, at_least_zero = at_least_zero,
                per_group = per_group, copy = copy, fmt = fmt, anneal = anneal,
-               need_scheduler_list = need_scheduler_list, scheduler_list = scheduler_list,
+               need_scheduler_list = need_scheduler_list, scheduler_list = scheduler_list, restart_lrs = restart_lrs,
                schedules_state_dict = schedules_state_dict, schedules_load_state_dict = schedules_load_state_dict }
 
 return M

@@ -217,12 +217,8 @@ L.ChainedScheduler = LRScheduler.class("ChainedScheduler", {
     self.schedulers = h.scheduler_list("ChainedScheduler", opts.schedulers, optimizer, "chained", "schedulers[1]")
   end,
   _initial_step = function(self)
+    h.restart_lrs(self)
     local groups = self.optimizer.param_groups
-    self.base_lrs = {}
-    for i, group in ipairs(groups) do
-      group.lr = group.initial_lr
-      self.base_lrs[i] = group.initial_lr
-    end
     for _, s in ipairs(self.schedulers) do
       if s.chain_lr then
         local lrs = s:chain_lr(0)
