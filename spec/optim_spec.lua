@@ -5,6 +5,7 @@
 -- every error message, and training runs that must reach a small loss.
 local tide = require "tide"
 local H = require "spec.helpers"
+local O = require "spec.helpers.optim"
 local ffi = require "ffi"
 
 local optim = tide.optim
@@ -82,35 +83,9 @@ end
 
 -- -- the harness ----------------------------------------------------------------------------
 
-local shapes = { { 2, 3 }, { 4 } }
-local function f32(x) return tonumber(ffi.new("float", x)) end
-
--- Parameters with fixed values; their reference copies; the gradient of
--- 0.5 c p^2 + d p, which the spec sets itself (computed from the reference values).
-local function make_params(dtype, seed)
-  local params, refs, coefs = {}, {}, {}
-  for k, shape in ipairs(shapes) do
-    local n = 1
-    for _, s in ipairs(shape) do n = n * s end
-    local vals = H.values(n, -1.5, 1.5, (seed or 11) + k)
-    if dtype == "float32" then for i = 1, n do vals[i] = f32(vals[i]) end end
-    params[k] = tide.tensor(H.nest(vals, shape), { dtype = dtype, requires_grad = true })
-    refs[k] = vals
-    coefs[k] = { c = H.values(n, 0.2, 2, 100 + k), d = H.values(n, -1, 1, 200 + k) }
-  end
-  return params, refs, coefs
-end
-
-local function grad_values(ref_p, coef, dtype, step)
-  local g = {}
-  for i = 1, #ref_p do
-    g[i] = coef.c[i] * ref_p[i] + coef.d[i] * (1 + 0.1 * step)
-    if dtype == "float32" then g[i] = f32(g[i]) end
-  end
-  return g
-end
-
-local tol = { float32 = { 2e-5, 2e-6 }, float64 = { 1e-12, 1e-14 } }
+-- parameters, gradients and tolerances as the other optimizer specs have them
+local shapes, tol, grad_values = O.shapes, O.tol, O.grad_values
+local function make_params(dtype) return O.make_params(dtype, 11) end
 
 -- Runs `steps` steps of optimizer `name` built from make(params) and of the
 -- reference with the group options of each parameter (group_of(k) -> options),

@@ -14,12 +14,13 @@ function O.f32(x) return tonumber(ffi.new("float", x)) end
 O.tol = { float32 = { 2e-5, 2e-6 }, float64 = { 1e-12, 1e-14 } }
 
 --- Parameters with fixed values, their reference copies, and the coefficients of
--- the gradient the specs set (that of 0.5 c p^2 + d p, from the reference values).
-function O.make_params(dtype)
+-- the gradient the specs set (that of 0.5 c p^2 + d p, from the reference values);
+-- seed (30 by default) picks the values.
+function O.make_params(dtype, seed)
   local params, refs, coefs = {}, {}, {}
   for k, shape in ipairs(O.shapes) do
     local n = H.numel(shape)
-    local vals = H.values(n, -1.5, 1.5, 30 + k)
+    local vals = H.values(n, -1.5, 1.5, (seed or 30) + k)
     if dtype == "float32" then for i = 1, n do vals[i] = O.f32(vals[i]) end end
     params[k] = tide.tensor(H.nest(vals, shape), { dtype = dtype, requires_grad = true })
     refs[k] = vals
