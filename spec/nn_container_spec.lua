@@ -8,11 +8,7 @@ local nn = tide.nn
 local F = nn.functional
 local gradcheck = tide.autograd.gradcheck
 
-local function t64(v, grad)
-  local t = tide.tensor(v, "float64")
-  if grad then t:requires_grad_() end
-  return t
-end
+local t64 = H.t64
 
 describe("Module:clone", function()
   it("copies parameters, buffers, children and fields, keeping what is shared inside shared", function()

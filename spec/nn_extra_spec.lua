@@ -12,11 +12,7 @@ local F = nn.functional
 local gradcheck = tide.autograd.gradcheck
 local exp, log, abs, max, min = math.exp, math.log, math.abs, math.max, math.min
 
-local function t64(v, grad)
-  local t = tide.tensor(v, "float64")
-  if grad then t:requires_grad_() end
-  return t
-end
+local t64 = H.t64
 local function map(v, f)
   local r = {}
   for i, x in ipairs(v) do r[i] = type(x) == "table" and map(x, f) or f(x) end

@@ -11,11 +11,7 @@ local P = nn.utils.parametrize
 local PZ = nn.utils.parametrizations
 local gradcheck = tide.autograd.gradcheck
 
-local function t64(v, grad)
-  local t = tide.tensor(v, "float64")
-  if grad then t:requires_grad_() end
-  return t
-end
+local t64 = H.t64
 local function set(t, v) tide.no_grad(function() t:copy_(tide.tensor(v, t:dtype())) end) end
 local function max_abs(t) return t:abs():max():item() end
 local function sorted_keys(m)

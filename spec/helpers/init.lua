@@ -209,6 +209,13 @@ end
 --- A copy of t that requires grad: a leaf for gradcheck.
 function H.grad_leaf(t) return t:clone():requires_grad_() end
 
+--- A float64 tensor of v (a leaf that requires grad when grad is true).
+function H.t64(v, grad)
+  local t = tide.tensor(v, "float64")
+  if grad then t:requires_grad_() end
+  return t
+end
+
 --- The reference of linear interpolation (PyTorch's coordinate mapping) at
 -- 0-based output position dst of m, from n inputs (sf: the scale factor
 -- given, or nil): the two 0-based source positions and their weights.
