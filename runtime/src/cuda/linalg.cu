@@ -511,7 +511,7 @@ SolvePlan solve_plan(const tide_devcall * c) {
 /* A matrix holding NaN: cuSOLVER's getrf may pivot around it (a solve of
  * [[1, NaN], [NaN, 2]] gave 1 on an H100), where LAPACK's gives NaN. flag[b]:
  * matrix b (nn elements) holds a NaN; its info is cleared so no report calls it
- * singular, and its solutions are NaN (nan_fill_kernel), as on the CPU. */
+ * singular, and its solutions are NaN (nan_fill_batch), as on the CPU. */
 template <typename T> __global__ void nan_scan_kernel(const T * a, int * flag, int64_t nb, int64_t nn) {
     for (int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; b < nb; b += (int64_t)gridDim.x * blockDim.x) {
         int f = 0;
@@ -542,11 +542,6 @@ template <typename T> __global__ void nan_fill_batch_kernel(const int * flag, T 
 template <typename T> void nan_fill_batch(const tide_devcall * c, const int * flag, T * x, int64_t nb, int64_t per) {
     if (nb * per > 0)
         nan_fill_batch_kernel<T><<<blocks_for(nb * per), THREADS, 0, (cudaStream_t)c->stream>>>(flag, x, nb, per);
-}
-template <typename T> __global__ void nan_fill_kernel(const int * flag, T * x, int64_t n) {
-    if (!*flag) return;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        x[i] = (T)NAN;
 }
 
 /* Where A was factored as A^T (p.trans), a failure names A^T's zero pivot;
@@ -648,7 +643,7 @@ template <typename T> int solve(const tide_devcall * c) {
         st = r.getrs(dn.h, op, (int)n, (int)k, aw + i * n * n, (int)n, piv + i * n, bw + b * n * k, (int)n,
                      cv.at<int>(rs_at));
         if (st != CUSOLVER_STATUS_SUCCESS) return dn_fail<T>(c, "cusolverDn%cgetrs", st);
-        nan_fill_kernel<T><<<blocks_for(n * k), THREADS, 0, stream>>>(flag + i, bw + b * n * k, n * k);
+        nan_fill_batch<T>(c, flag + i, bw + b * n * k, 1, n * k);   /* B's matrix b, of A's matrix i */
     }
     if (p.trans && p.ab.nelem > 0)
         own_pivot_kernel<T><<<(unsigned)(p.ab.nelem < 1024 ? p.ab.nelem : 1024), THREADS, 0, stream>>>(
