@@ -188,7 +188,7 @@ function Optimizer:_add_group(group, gi, seen, api)
   end
   self:_check_group(g, group == self._implicit and "" or string.format("%sparam group %d: ", api, gi))
   self.param_groups[gi] = g
-  self._hy[g] = { values = {}, dev = {}, names = {} }
+  self._hy[g] = { values = {}, dev = {} }
   return g
 end
 
@@ -248,7 +248,7 @@ function Optimizer:sync_hyperparameters()
   for gi, group in ipairs(self.param_groups) do
     local rec = self._hy[group]
     if rec == nil then   -- a group table put into param_groups by hand
-      rec = { values = {}, dev = {}, names = {} }
+      rec = { values = {}, dev = {} }
       self._hy[group] = rec
     end
     for _, h in ipairs(self.hypers) do
@@ -258,9 +258,7 @@ function Optimizer:sync_hyperparameters()
         fail(string.format("%s: param group %d: %s must be a number, got %s", self.name, gi, key, type(v)))
       end
       if v ~= rec.values[key] then
-        -- the devices by name in a list, not pairs(rec.dev): see tools/setup-deps on LuaJIT issue #829
-        local names, dev = rec.names, rec.dev
-        for i = 1, #names do methods.fill_(dev[names[i]][key], v) end
+        for _, ts in pairs(rec.dev) do methods.fill_(ts[key], v) end
         rec.values[key] = v
       end
     end
@@ -292,7 +290,6 @@ function Optimizer:hyperparameter_tensors(gi, dev)
     ts = {}
     for _, h in ipairs(self.hypers) do ts[h[1]] = Optimizer.scalar_tensor(rec.values[h[1]], dev) end
     rec.dev[dev] = ts
-    rec.names[#rec.names + 1] = dev
   end
   return ts
 end
